@@ -1,0 +1,37 @@
+"""The chains the server can run, by name.
+
+A chain spec is a name, optionally followed by ':'-separated numbers:
+`passthrough`, `invert`, `fixed-cost:BATCH_MS:FRAME_MS` (default 10:1).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pipeline.chain import Chain
+from pipeline.chains.fixed_cost import FixedCostChain
+from pipeline.chains.invert import InvertChain
+from pipeline.chains.passthrough import PassthroughChain
+
+CHAIN_NAMES = ("passthrough", "invert", "fixed-cost")
+
+
+class UnknownChain(ValueError):
+    pass
+
+
+def create_chain(spec: str, device: torch.device) -> Chain:
+    name, _, args = spec.partition(":")
+    if name == "passthrough" and not args:
+        return PassthroughChain()
+    if name == "invert" and not args:
+        return InvertChain(device)
+    if name == "fixed-cost":
+        try:
+            numbers = [float(part) for part in args.split(":")] if args else [10.0, 1.0]
+        except ValueError:
+            numbers = []
+        if len(numbers) != 2:
+            raise UnknownChain(f"chain {spec!r}: expected fixed-cost:BATCH_MS:FRAME_MS")
+        return FixedCostChain(*numbers)
+    raise UnknownChain(f"unknown chain {spec!r}; choose one of {', '.join(CHAIN_NAMES)}")

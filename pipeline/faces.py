@@ -1,0 +1,71 @@
+"""The source faces users upload, kept decoded for the chain to use."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class FaceNotFound(KeyError):
+    code = "face_not_found"
+
+
+class FaceLibraryFull(RuntimeError):
+    code = "face_library_full"
+
+
+@dataclass(frozen=True)
+class Face:
+    id: str
+    image: np.ndarray  # (h, w, 3) RGB uint8
+    format: str
+    size_bytes: int
+    created_at: float
+
+    def describe(self) -> dict[str, object]:
+        height, width = self.image.shape[:2]
+        return {
+            "id": self.id,
+            "width": width,
+            "height": height,
+            "format": self.format,
+            "bytes": self.size_bytes,
+            "created_at": self.created_at,
+        }
+
+
+class FaceLibrary:
+    """Thread-safe: HTTP handlers add faces while the runner's thread reads them."""
+
+    def __init__(self, max_faces: int = 256) -> None:
+        self.max_faces = max_faces
+        self._faces: dict[str, Face] = {}
+        self._lock = threading.Lock()
+
+    def add(self, image: np.ndarray, *, format: str, size_bytes: int) -> Face:
+        face = Face(secrets.token_urlsafe(9), image, format, size_bytes, time.time())
+        with self._lock:
+            if len(self._faces) >= self.max_faces:
+                raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")
+            self._faces[face.id] = face
+        return face
+
+    def get(self, face_id: str) -> Face:
+        with self._lock:
+            try:
+                return self._faces[face_id]
+            except KeyError:
+                raise FaceNotFound(f"no face {face_id!r}") from None
+
+    def delete(self, face_id: str) -> None:
+        with self._lock:
+            if self._faces.pop(face_id, None) is None:
+                raise FaceNotFound(f"no face {face_id!r}")
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._faces)

@@ -1,0 +1,260 @@
+"""The batch runner: one worker thread per device that executes the policy's decisions.
+
+Each session has one slot holding its newest unclaimed frame (a newer frame
+replaces it: latest frame wins, so nothing queues up behind a slow chain). The
+worker asks the policy for a batch, runs the chain on it off the event loop, and
+hands every result to the session's `deliver` callback (called on the worker
+thread; the caller moves it to its own loop).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import av
+
+from pipeline.chain import Chain, ChainItem, ChainResult
+from pipeline.frames import frame_to_image, image_to_frame
+from pipeline.policy import BatchPolicy
+from pipeline.rolling import RollingWindow
+from pipeline.settings import PipelineSettings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FrameResult:
+    session_id: str
+    frame: av.VideoFrame  # what the session sends on: processed, or the input passed through
+    arrived: float  # time.monotonic() when the decoded frame reached the runner
+    processed: bool
+    error: str | None = None
+
+
+Deliver = Callable[[FrameResult], None]
+
+
+@dataclass
+class _Port:
+    deliver: Deliver
+    options: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass
+class _Job:
+    session_id: str
+    frame: av.VideoFrame
+    arrived: float
+
+
+class BatchRunner:
+    def __init__(self, chain: Chain, settings: PipelineSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        self.chain = chain
+        self.settings = settings
+        self._clock = clock
+        self._policy = BatchPolicy(
+            max_batch=settings.max_batch,
+            max_wait_s=settings.max_wait_ms / 1000,
+            max_in_flight=settings.max_in_flight,
+        )
+        self._cond = threading.Condition()
+        self._ports: dict[str, _Port] = {}
+        self._slots: dict[str, _Job] = {}
+        self._forget: list[str] = []
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._stats = _RunnerStats()
+
+    # -- lifecycle ----------------------------------------------------------------
+    def start(self) -> None:
+        self.chain.warm_up()
+        self._thread = threading.Thread(target=self._work, name=f"facefuse-runner-{self.chain.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                logger.error("runner thread did not stop within %.0f s", timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- sessions (any thread) -----------------------------------------------------
+    def add_session(
+        self,
+        session_id: str,
+        deliver: Deliver,
+        *,
+        priority: int = 0,
+        fps_cap: float | None = None,
+        options: Mapping[str, object] | None = None,
+    ) -> None:
+        with self._cond:
+            if session_id in self._ports:
+                raise ValueError(f"session {session_id} is already registered")
+            self._ports[session_id] = _Port(deliver, dict(options or {}))
+            self._policy.add_session(session_id, priority=priority, fps_cap=fps_cap)
+
+    def remove_session(self, session_id: str) -> None:
+        """Stops scheduling the session; a frame of it in flight is not delivered."""
+        with self._cond:
+            if self._ports.pop(session_id, None) is None:
+                return
+            self._slots.pop(session_id, None)
+            self._policy.remove_session(session_id)
+            self._forget.append(session_id)
+            self._cond.notify()
+
+    def set_fps_cap(self, session_id: str, fps_cap: float | None) -> None:
+        with self._cond:
+            self._policy.set_fps_cap(session_id, fps_cap)
+            self._cond.notify()
+
+    def set_priority(self, session_id: str, priority: int) -> None:
+        with self._cond:
+            self._policy.set_priority(session_id, priority)
+            self._cond.notify()
+
+    def set_options(self, session_id: str, options: Mapping[str, object]) -> None:
+        with self._cond:
+            self._ports[session_id].options = dict(options)
+
+    def submit(self, session_id: str, frame: av.VideoFrame, arrived: float) -> av.VideoFrame | None:
+        """Puts a frame in the session's slot; returns the unclaimed frame it replaced, if any."""
+        with self._cond:
+            if session_id not in self._ports:
+                raise KeyError(session_id)
+            replaced = self._slots.get(session_id)
+            self._slots[session_id] = _Job(session_id, frame, arrived)
+            self._policy.frame_pending(session_id, self._clock())
+            self._cond.notify()
+        return replaced.frame if replaced is not None else None
+
+    def stats(self) -> dict[str, object]:
+        with self._cond:
+            return self._stats.snapshot(sessions=len(self._ports))
+
+    # -- the worker --------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return
+                    decision = self._policy.decide(self._clock())
+                    if decision.batch or self._forget:
+                        break
+                    self._cond.wait(decision.wake_in)
+                jobs = [self._slots.pop(session_id) for session_id in decision.batch]
+                options = {job.session_id: self._ports[job.session_id].options for job in jobs}
+                forget, self._forget = self._forget, []
+            for session_id in forget:
+                self._forget_session(session_id)
+            if jobs:
+                self._run_batch(jobs, options)
+
+    def _forget_session(self, session_id: str) -> None:
+        try:
+            self.chain.forget_session(session_id)
+        except Exception:
+            logger.exception("chain failed to forget session %s", session_id)
+
+    def _run_batch(self, jobs: list[_Job], options: Mapping[str, Mapping[str, object]]) -> None:
+        started = self._clock()
+        results = self._process(jobs, options)
+        finished = self._clock()
+        with self._cond:
+            self._stats.record_batch(jobs, started, finished, results)
+            ports = [self._ports.get(job.session_id) for job in jobs]
+            for job in jobs:
+                self._policy.frame_done(job.session_id)
+            self._cond.notify()
+        for port, result in zip(ports, results):
+            if port is None:
+                continue  # the session ended while its frame was processed
+            try:
+                port.deliver(result)
+            except Exception:
+                logger.exception("delivering a frame to session %s failed", result.session_id)
+
+    def _process(self, jobs: list[_Job], options: Mapping[str, Mapping[str, object]]) -> list[FrameResult]:
+        """Runs the chain; any failure affects only the frames it touched."""
+        items: list[ChainItem] = []
+        failures: dict[int, str] = {}
+        for index, job in enumerate(jobs):
+            try:
+                items.append(ChainItem(job.session_id, frame_to_image(job.frame), options[job.session_id]))
+            except Exception as exc:
+                failures[index] = f"decode to I420 failed: {exc}"
+        outputs: list[ChainResult] = []
+        if items:
+            try:
+                outputs = self.chain.run(items)
+                if len(outputs) != len(items):
+                    raise RuntimeError(f"chain returned {len(outputs)} results for {len(items)} frames")
+            except Exception as exc:
+                logger.warning("chain %s failed a batch of %d: %s", self.chain.name, len(items), exc)
+                outputs = [exc] * len(items)
+        by_job = iter(zip(items, outputs))
+        results: list[FrameResult] = []
+        for index, job in enumerate(jobs):
+            if index in failures:
+                results.append(FrameResult(job.session_id, job.frame, job.arrived, False, failures[index]))
+                continue
+            item, output = next(by_job)
+            results.append(self._result(job, item, output))
+        return results
+
+    @staticmethod
+    def _result(job: _Job, item: ChainItem, output: ChainResult) -> FrameResult:
+        if isinstance(output, BaseException):
+            return FrameResult(job.session_id, job.frame, job.arrived, False, str(output) or type(output).__name__)
+        if output is item.image:
+            return FrameResult(job.session_id, job.frame, job.arrived, True)
+        try:
+            return FrameResult(job.session_id, image_to_frame(output, like=job.frame), job.arrived, True)
+        except Exception as exc:
+            return FrameResult(job.session_id, job.frame, job.arrived, False, str(exc))
+
+
+class _RunnerStats:
+    """Batch sizes, queue wait (arrival -> batch start) and chain time; guarded by the runner's lock."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.frames = 0
+        self.failed_frames = 0
+        self.batch_sizes: Counter[int] = Counter()
+        self.queue_wait_ms = RollingWindow(seconds=10)
+        self.chain_ms = RollingWindow(seconds=10)
+
+    def record_batch(self, jobs: list[_Job], started: float, finished: float, results: list[FrameResult]) -> None:
+        self.batches += 1
+        self.frames += len(jobs)
+        self.failed_frames += sum(not result.processed for result in results)
+        self.batch_sizes[len(jobs)] += 1
+        self.chain_ms.add((finished - started) * 1000)
+        for job in jobs:
+            self.queue_wait_ms.add((started - job.arrived) * 1000)
+
+    def snapshot(self, sessions: int) -> dict[str, object]:
+        return {
+            "sessions": sessions,
+            "batches": self.batches,
+            "frames": self.frames,
+            "failed_frames": self.failed_frames,
+            "batch_sizes": {str(size): count for size, count in sorted(self.batch_sizes.items())},
+            "queue_wait_ms": {"p50": self.queue_wait_ms.percentile(50), "p99": self.queue_wait_ms.percentile(99)},
+            "chain_ms": {"p50": self.chain_ms.percentile(50), "p99": self.chain_ms.percentile(99)},
+        }

@@ -1,0 +1,29 @@
+"""The pipeline's settings section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.device import DeviceChoice
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    chain: str = "passthrough"
+    device: DeviceChoice = "auto"
+    # A batch goes when it holds max_batch frames, or max_wait_ms after its first
+    # frame arrived (Triton and DeepStream use the same two knobs; streaming.md
+    # keeps the window at or under 5 ms so it costs little latency).
+    max_batch: int = 8
+    max_wait_ms: float = 4.0
+    # Frames of one session in flight at once; 1 keeps each session's frames in order
+    # and lets the newest frame win while the previous one is processed.
+    max_in_flight: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        if not 0 <= self.max_wait_ms <= 1000:
+            raise ValueError("max_wait_ms must be between 0 and 1000")
+        if self.max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")

@@ -1,0 +1,1 @@
+"""The front door and composition root: CLI, settings, HTTP routes, the page."""

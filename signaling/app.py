@@ -1,0 +1,51 @@
+"""create_app(settings): wires the pipeline, the sessions and the routes together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from pipeline.chains import create_chain
+from pipeline.device import resolve_device
+from pipeline.faces import FaceLibrary
+from pipeline.runner import BatchRunner
+from signaling.app_keys import DEVICE, FACES, RUNNER, SESSIONS, SETTINGS
+from signaling.errors import json_errors
+from signaling.routes import faces, health, sessions
+from signaling.settings import ServerSettings
+from stream.manager import SessionManager
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: ServerSettings) -> web.Application:
+    """The chain is built and warmed up in the app's startup, before the socket accepts sessions."""
+    app = web.Application(middlewares=[json_errors])
+    app[SETTINGS] = settings
+    app[FACES] = FaceLibrary(settings.http.max_faces)
+    app.cleanup_ctx.append(_pipeline_and_sessions)
+    app.add_routes(health.routes)
+    app.add_routes(faces.routes)
+    app.add_routes(sessions.routes)
+    app.router.add_static("/static/", settings.http.static_dir, follow_symlinks=False)
+    return app
+
+
+async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    device = resolve_device(settings.pipeline.device)
+    chain = create_chain(settings.pipeline.chain, device)
+    runner = BatchRunner(chain, settings.pipeline)
+    await asyncio.to_thread(runner.start)  # warm-up may load weights: keep the loop free
+    logger.info("chain %s warmed up on %s", chain.name, device)
+    app[DEVICE] = str(device)
+    app[RUNNER] = runner
+    app[SESSIONS] = SessionManager(runner, settings.stream)
+    try:
+        yield
+    finally:
+        await app[SESSIONS].close_all()
+        await asyncio.to_thread(runner.stop)

@@ -1,0 +1,14 @@
+"""Typed keys for what the app holds (aiohttp's AppKey, not strings)."""
+
+from aiohttp import web
+
+from pipeline.faces import FaceLibrary
+from pipeline.runner import BatchRunner
+from signaling.settings import ServerSettings
+from stream.manager import SessionManager
+
+SETTINGS = web.AppKey("settings", ServerSettings)
+FACES = web.AppKey("faces", FaceLibrary)
+RUNNER = web.AppKey("runner", BatchRunner)
+SESSIONS = web.AppKey("sessions", SessionManager)
+DEVICE = web.AppKey("device", str)

@@ -1,0 +1,116 @@
+"""`facefuse serve`: flags, with FACEFUSE_* environment variables as their defaults."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from aiohttp import web
+
+from pipeline.chains import UnknownChain
+from pipeline.device import DeviceUnavailable
+from pipeline.settings import PipelineSettings
+from signaling.app import create_app
+from signaling.settings import STATIC_DIR, HttpSettings, ServerSettings
+from stream.ice import IceSettings
+from stream.settings import StreamSettings
+
+ENV_PREFIX = "FACEFUSE_"
+
+
+def _env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def _add(parser: argparse.ArgumentParser, flag: str, *, type=str, default=None, help: str) -> None:  # noqa: A002
+    """A flag whose default comes from FACEFUSE_<FLAG> when that is set."""
+    env = os.environ.get(_env_name(flag))
+    if env is not None:
+        default = type(env)
+    parser.add_argument(flag, type=type, default=default, help=f"{help} [env {_env_name(flag)}; default {default!r}]")
+
+
+def _add_many(parser: argparse.ArgumentParser, flag: str, *, help: str) -> None:  # noqa: A002
+    """A repeatable flag; FACEFUSE_<FLAG> holds a comma-separated list used when the flag is absent."""
+    parser.add_argument(flag, action="append", help=f"{help} [env {_env_name(flag)}, comma-separated]")
+
+
+def _many(args: argparse.Namespace, flag: str) -> tuple[str, ...]:
+    given = getattr(args, flag.lstrip("-").replace("-", "_"))
+    if given is not None:
+        return tuple(given)
+    env = os.environ.get(_env_name(flag), "")
+    return tuple(part.strip() for part in env.split(",") if part.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="facefuse", description="Real-time streaming face-swap server.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="start the HTTP + WebRTC server")
+    _add(serve, "--host", default="127.0.0.1", help="address to listen on")
+    _add(serve, "--port", type=int, default=8080, help="port to listen on")
+    _add_many(serve, "--ice-host", help="restrict ICE host candidates to this address (repeatable)")
+    _add(serve, "--ice-public-address", help="advertise this address instead of the host's (1:1 NAT)")
+    _add_many(serve, "--ice-server", help="STUN/TURN URL, e.g. stun:host:3478 or turn:user:pass@host:3478 (repeatable)")
+    _add_many(serve, "--ice-allow-remote", help="CIDR that offered candidates must be in (repeatable; default: loopback only when every --ice-host is loopback)")
+    _add(serve, "--chain", default="passthrough", help="chain to run: passthrough, invert, fixed-cost:BATCH_MS:FRAME_MS")
+    _add(serve, "--device", default="auto", help="cpu, cuda or auto (CUDA if present)")
+    _add(serve, "--max-batch", type=int, default=8, help="frames per batch at most")
+    _add(serve, "--max-wait-ms", type=float, default=4.0, help="how long a batch waits for more frames")
+    _add(serve, "--max-in-flight", type=int, default=1, help="frames of one session in flight at once")
+    _add(serve, "--max-sessions", type=int, default=32, help="concurrent sessions at most")
+    _add(serve, "--idle-timeout", type=float, default=10.0, help="seconds without video before a session is closed")
+    _add(serve, "--static-dir", type=Path, default=STATIC_DIR, help="folder with index.html")
+    _add(serve, "--log-level", default="INFO", help="logging level")
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> ServerSettings:
+    if args.device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--device must be auto, cpu or cuda, not {args.device!r}")
+    allowed = _many(args, "--ice-allow-remote")
+    return ServerSettings(
+        http=HttpSettings(host=args.host, port=args.port, static_dir=args.static_dir),
+        stream=StreamSettings(
+            ice=IceSettings(
+                hosts=_many(args, "--ice-host"),
+                public_address=args.ice_public_address,
+                servers=_many(args, "--ice-server"),
+                allowed_remote=allowed or None,
+            ),
+            idle_timeout_s=args.idle_timeout,
+            max_sessions=args.max_sessions,
+        ),
+        pipeline=PipelineSettings(
+            chain=args.chain,
+            device=args.device,
+            max_batch=args.max_batch,
+            max_wait_ms=args.max_wait_ms,
+            max_in_flight=args.max_in_flight,
+        ),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker.
+        web.run_app(create_app(settings), host=settings.http.host, port=settings.http.port, print=None)
+    except (UnknownChain, DeviceUnavailable) as exc:
+        print(f"facefuse: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Our errors -> HTTP statuses and JSON bodies `{"error": {"code", "message"}}`.
+
+Only this module knows HTTP statuses; the other packages raise their own types.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from pipeline.faces import FaceLibraryFull, FaceNotFound
+from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
+from stream.errors import InvalidOffer, SessionNotFound, TooManySessions
+
+logger = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+
+
+_STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
+    (InvalidOffer, 400),
+    (UnreadableImage, 400),
+    (FaceNotFound, 404),
+    (SessionNotFound, 404),
+    (ImageTooLarge, 413),
+    (UnsupportedImage, 415),
+    (FaceLibraryFull, 507),
+    (TooManySessions, 503),
+]
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status, headers=headers)
+
+
+def _message(exc: Exception) -> str:
+    # KeyError's str() wraps the message in quotes
+    return exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = exc.reason.lower().replace(" ", "_")
+        message = exc.text if exc.text and not exc.text.startswith(f"{exc.status}:") else exc.reason
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return error_response(exc.status, code, message, allow)
+    except Exception as exc:
+        for error_type, status in _STATUS_BY_TYPE:
+            if isinstance(exc, error_type):
+                headers = {"Retry-After": "5"} if status == 503 else None
+                return error_response(status, getattr(exc, "code", "error"), _message(exc), headers)
+        logger.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "internal_error", "the server failed to handle this request")

@@ -1,0 +1,59 @@
+"""POST/GET/DELETE /api/faces: the source faces users upload."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from pipeline.images import decode_image
+from signaling.app_keys import FACES, SETTINGS
+from signaling.errors import ApiError
+
+routes = web.RouteTableDef()
+
+
+async def _read_upload(request: web.Request, limit: int) -> bytes:
+    """The image bytes from a raw body or a multipart field `image`, refusing more than `limit`."""
+    too_large = ApiError(413, "payload_too_large", f"uploads are limited to {limit // (1024 * 1024)} MB")
+    if request.content_length is not None and request.content_length > limit + 64 * 1024:
+        raise too_large
+    if request.content_type.startswith("multipart/"):
+        reader = await request.multipart()
+        async for part in reader:
+            if getattr(part, "name", None) == "image":
+                data = bytearray()
+                while chunk := await part.read_chunk():  # type: ignore[union-attr]
+                    data += chunk
+                    if len(data) > limit:
+                        raise too_large
+                return bytes(data)
+        raise ApiError(400, "missing_image", "the multipart body has no field named 'image'")
+    data = bytearray()
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        data += chunk
+        if len(data) > limit:
+            raise too_large
+    if not data:
+        raise ApiError(400, "empty_body", "send the image as the request body (or a multipart field 'image')")
+    return bytes(data)
+
+
+@routes.post("/api/faces")
+async def upload_face(request: web.Request) -> web.Response:
+    data = await _read_upload(request, request.app[SETTINGS].http.max_upload_bytes)
+    image, format_name = await asyncio.to_thread(decode_image, data)  # up to ~100 ms: off the loop
+    face = request.app[FACES].add(image, format=format_name, size_bytes=len(data))
+    return web.json_response(face.describe(), status=201, headers={"Location": f"/api/faces/{face.id}"})
+
+
+@routes.get("/api/faces/{face_id}")
+async def get_face(request: web.Request) -> web.Response:
+    return web.json_response(request.app[FACES].get(request.match_info["face_id"]).describe())
+
+
+@routes.delete("/api/faces/{face_id}")
+async def delete_face(request: web.Request) -> web.Response:
+    face_id = request.match_info["face_id"]
+    request.app[FACES].delete(face_id)
+    return web.json_response({"id": face_id, "deleted": True})

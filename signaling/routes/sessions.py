@@ -1,0 +1,60 @@
+"""POST /api/offer and /api/sessions: opening, watching and ending sessions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from signaling.app_keys import FACES, SESSIONS
+from signaling.errors import ApiError
+
+routes = web.RouteTableDef()
+
+MAX_SDP_CHARS = 64 * 1024
+
+
+def _parse_offer_body(body: Any) -> tuple[str, str | None, dict[str, object]]:
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_body", "expected a JSON object {\"sdp\", \"type\": \"offer\"}")
+    sdp, kind, face_id, options = body.get("sdp"), body.get("type"), body.get("face_id"), body.get("options", {})
+    if kind != "offer":
+        raise ApiError(400, "invalid_body", "'type' must be \"offer\"")
+    if not isinstance(sdp, str) or not sdp.strip():
+        raise ApiError(400, "invalid_sdp", "'sdp' must be a non-empty string")
+    if len(sdp) > MAX_SDP_CHARS:
+        raise ApiError(400, "invalid_sdp", f"'sdp' is longer than {MAX_SDP_CHARS} characters")
+    if face_id is not None and not isinstance(face_id, str):
+        raise ApiError(400, "invalid_body", "'face_id' must be a string")
+    if not isinstance(options, dict):
+        raise ApiError(400, "invalid_body", "'options' must be a JSON object")
+    return sdp, face_id, options
+
+
+@routes.post("/api/offer")
+async def offer(request: web.Request) -> web.Response:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+    sdp, face_id, options = _parse_offer_body(body)
+    if face_id is not None:
+        request.app[FACES].get(face_id)  # 404 before any negotiation work
+    session, answer = await request.app[SESSIONS].open(sdp, face_id=face_id, options=options)
+    return web.json_response({"sdp": answer, "type": "answer", "session_id": session.id})
+
+
+@routes.get("/api/sessions")
+async def list_sessions(request: web.Request) -> web.Response:
+    return web.json_response({"sessions": [session.snapshot() for session in request.app[SESSIONS].all()]})
+
+
+@routes.get("/api/sessions/{session_id}")
+async def get_session(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SESSIONS].get(request.match_info["session_id"]).snapshot())
+
+
+@routes.delete("/api/sessions/{session_id}")
+async def delete_session(request: web.Request) -> web.Response:
+    session = await request.app[SESSIONS].close(request.match_info["session_id"])
+    return web.json_response(session.snapshot())

@@ -1,0 +1,27 @@
+"""The server's settings: one section per package, built once by the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.settings import PipelineSettings
+from stream.settings import StreamSettings
+
+STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_upload_bytes: int = 10 * 1024 * 1024
+    max_faces: int = 256
+    static_dir: Path = STATIC_DIR
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    http: HttpSettings = field(default_factory=HttpSettings)
+    stream: StreamSettings = field(default_factory=StreamSettings)
+    pipeline: PipelineSettings = field(default_factory=PipelineSettings)

@@ -1,0 +1,485 @@
+// facefuse browser client: upload a face, send the camera to the server over WebRTC,
+// show the processed video it sends back and the live numbers from the "events" data channel.
+// Standard APIs only (Chromium and Firefox); no trickle ICE, because the server does not do it.
+"use strict";
+
+(() => {
+  const ICE_GATHERING_TIMEOUT_MS = 3000;
+  const CLIENT_STATS_INTERVAL_MS = 1000;
+  const CAMERA_CONSTRAINTS = {
+    audio: false,
+    video: {
+      width: { ideal: 640 },
+      height: { ideal: 480 },
+      frameRate: { ideal: 30 },
+    },
+  };
+
+  const byId = (id) => document.getElementById(id);
+  const ui = {
+    faceFile: byId("face-file"),
+    faceState: byId("face-state"),
+    start: byId("start"),
+    stop: byId("stop"),
+    status: byId("status"),
+    error: byId("error"),
+    localVideo: byId("local-video"),
+    remoteVideo: byId("remote-video"),
+    fpsIn: byId("stat-fps-in"),
+    fpsOut: byId("stat-fps-out"),
+    latencyP50: byId("stat-latency-p50"),
+    latencyP99: byId("stat-latency-p99"),
+    dropped: byId("stat-dropped"),
+    failed: byId("stat-failed"),
+    codec: byId("stat-codec"),
+    resolution: byId("stat-resolution"),
+    framesDecoded: byId("stat-frames-decoded"),
+    recvFps: byId("stat-recv-fps"),
+    recvResolution: byId("stat-recv-resolution"),
+    session: byId("stat-session"),
+  };
+
+  // Everything the page knows, in one place; exposed for debugging and for tests.
+  const state = {
+    sessionId: null,
+    faceId: null,
+    pc: null,
+    channel: null,
+    stream: null,
+    upload: null, // the pending upload's promise, awaited by start()
+    uploadSeq: 0,
+    serverStats: null, // the latest {"type": "stats"} message
+    clientStats: null, // {framesDecoded, fps, width, height} from getStats
+    previousInbound: null,
+    statsTimer: null,
+    statsBusy: false,
+  };
+  window.facefuse = state;
+
+  // ---- messages -------------------------------------------------------------------------
+
+  function setStatus(text, kind = "info") {
+    ui.status.textContent = text;
+    ui.status.dataset.kind = kind;
+  }
+
+  function showError(summary, detail) {
+    setStatus(summary, "error");
+    ui.error.textContent = detail ? `${summary} ${detail}` : summary;
+  }
+
+  function clearError() {
+    ui.error.textContent = "";
+  }
+
+  // Reads the server's {"error": {"code", "message"}} body; falls back to the raw text.
+  async function readServerError(response) {
+    let text = "";
+    try {
+      text = await response.text();
+    } catch (_) {
+      // body unreadable: the status line is all we have
+    }
+    let code = null;
+    let message = text.trim();
+    try {
+      const body = JSON.parse(text);
+      if (body && body.error) {
+        code = body.error.code || null;
+        message = body.error.message || message;
+      }
+    } catch (_) {
+      // not JSON: keep the text
+    }
+    if (!message) message = response.statusText || "no details given";
+    return { status: response.status, code, message };
+  }
+
+  function describeServerError(err) {
+    const code = err.code ? `, ${err.code}` : "";
+    return `(HTTP ${err.status}${code}): ${err.message}`;
+  }
+
+  function cameraErrorMessage(err) {
+    switch (err && err.name) {
+      case "NotAllowedError":
+      case "PermissionDeniedError":
+      case "SecurityError":
+        return [
+          "Camera access was denied.",
+          "Allow camera access for this page in the browser's site settings, then press Start again.",
+        ];
+      case "NotFoundError":
+      case "DevicesNotFoundError":
+        return ["No camera was found.", "Connect a camera, then press Start again."];
+      case "OverconstrainedError":
+        return ["The camera cannot deliver a usable video format.", "Try another camera."];
+      case "NotReadableError":
+      case "TrackStartError":
+      case "AbortError":
+        return [
+          "The camera could not be started.",
+          "Another application may be using it; close that application and press Start again.",
+        ];
+      default:
+        return ["The camera could not be opened.", `${(err && err.name) || "Error"}: ${(err && err.message) || err}`];
+    }
+  }
+
+  // ---- face upload ----------------------------------------------------------------------
+
+  function uploadFace(file) {
+    const seq = ++state.uploadSeq;
+    state.faceId = null;
+    clearError();
+    if (!file) {
+      ui.faceState.textContent = "No face chosen: the video is processed without one.";
+      state.upload = null;
+      return null;
+    }
+    ui.faceState.textContent = `Uploading ${file.name}…`;
+    setStatus(`Uploading ${file.name}…`, "busy");
+    const upload = (async () => {
+      let response;
+      try {
+        response = await fetch("/api/faces", {
+          method: "POST",
+          headers: { "Content-Type": file.type || "application/octet-stream" },
+          body: file,
+        });
+      } catch (err) {
+        if (seq === state.uploadSeq) {
+          ui.faceState.textContent = `${file.name} was not uploaded.`;
+          showError("The face upload failed: the server could not be reached.", String(err.message || err));
+        }
+        return;
+      }
+      if (seq !== state.uploadSeq) return; // a newer choice replaced this one
+      if (!response.ok) {
+        const err = await readServerError(response);
+        ui.faceState.textContent = `${file.name} was rejected.`;
+        showError(`The face photo was rejected ${describeServerError(err)}`);
+        return;
+      }
+      const body = await response.json();
+      if (seq !== state.uploadSeq) return;
+      state.faceId = body.id;
+      ui.faceState.textContent = state.pc
+        ? `Face ready: ${file.name} (used from the next Start).`
+        : `Face ready: ${file.name}.`;
+      setStatus(state.pc ? ui.status.textContent : "Face uploaded. Press Start camera.", state.pc ? ui.status.dataset.kind : "ok");
+    })();
+    state.upload = upload;
+    return upload;
+  }
+
+  // ---- session --------------------------------------------------------------------------
+
+  function waitForIceGathering(pc, timeoutMs) {
+    if (pc.iceGatheringState === "complete") return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const finish = (complete) => {
+        clearTimeout(timer);
+        pc.removeEventListener("icegatheringstatechange", onStateChange);
+        pc.removeEventListener("icecandidate", onCandidate);
+        resolve(complete);
+      };
+      const onStateChange = () => {
+        if (pc.iceGatheringState === "complete") finish(true);
+      };
+      const onCandidate = (event) => {
+        if (!event.candidate) finish(true);
+      };
+      const timer = setTimeout(() => finish(false), timeoutMs);
+      pc.addEventListener("icegatheringstatechange", onStateChange);
+      pc.addEventListener("icecandidate", onCandidate);
+    });
+  }
+
+  function setSession(sessionId) {
+    state.sessionId = sessionId;
+    if (sessionId) {
+      document.body.dataset.sessionId = sessionId;
+    } else {
+      delete document.body.dataset.sessionId;
+    }
+    ui.session.textContent = sessionId || "–";
+  }
+
+  function handleConnectionState(pc, connectionState) {
+    if (state.pc !== pc) return;
+    switch (connectionState) {
+      case "connected":
+      case "completed":
+        clearError();
+        setStatus("Connected: streaming.", "ok");
+        break;
+      case "disconnected":
+        setStatus("The connection was interrupted; waiting for it to recover…", "busy");
+        break;
+      case "failed":
+        showError(
+          "The connection to the server failed.",
+          "No media path could be set up (ICE or DTLS failed). Check the network, then press Start again.",
+        );
+        stop({ keepMessages: true });
+        break;
+      default:
+        break;
+    }
+  }
+
+  function handleChannelMessage(data) {
+    if (typeof data !== "string") return;
+    let message;
+    try {
+      message = JSON.parse(data);
+    } catch (_) {
+      return;
+    }
+    if (!message || typeof message !== "object") return;
+    if (message.type === "stats") {
+      state.serverStats = message;
+      renderServerStats(message);
+    } else if (message.type === "error") {
+      const code = message.code ? ` (${message.code})` : "";
+      showError(`The server reported an error${code}:`, message.message || "no details given");
+    }
+    // Other types (e.g. "meter") belong to later features: ignored here.
+  }
+
+  async function start() {
+    if (state.pc) return;
+    clearError();
+    ui.start.disabled = true;
+    try {
+      if (state.upload) {
+        setStatus("Waiting for the face upload…", "busy");
+        await state.upload;
+      }
+      if (ui.faceFile.files.length > 0 && !state.faceId) {
+        showError(
+          "The chosen face photo was not accepted.",
+          "Choose another photo (or clear the choice to run without a face), then press Start again.",
+        );
+        ui.start.disabled = false;
+        return;
+      }
+      if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) {
+        showError(
+          "This browser cannot open the camera here.",
+          "The page must be served over HTTPS (or from localhost) in a current browser.",
+        );
+        ui.start.disabled = false;
+        return;
+      }
+      setStatus("Asking for the camera…", "busy");
+      let stream;
+      try {
+        stream = await navigator.mediaDevices.getUserMedia(CAMERA_CONSTRAINTS);
+      } catch (err) {
+        const [summary, detail] = cameraErrorMessage(err);
+        showError(summary, detail);
+        ui.start.disabled = false;
+        return;
+      }
+      state.stream = stream;
+      ui.localVideo.srcObject = stream;
+      playQuietly(ui.localVideo);
+
+      const pc = new RTCPeerConnection();
+      state.pc = pc;
+      ui.stop.disabled = false;
+
+      const channel = pc.createDataChannel("events");
+      state.channel = channel;
+      channel.addEventListener("message", (event) => handleChannelMessage(event.data));
+
+      pc.addEventListener("track", (event) => {
+        if (state.pc !== pc || event.track.kind !== "video") return;
+        ui.remoteVideo.srcObject = event.streams[0] || new MediaStream([event.track]);
+        playQuietly(ui.remoteVideo);
+      });
+      if ("connectionState" in pc) {
+        pc.addEventListener("connectionstatechange", () => handleConnectionState(pc, pc.connectionState));
+      } else {
+        pc.addEventListener("iceconnectionstatechange", () => handleConnectionState(pc, pc.iceConnectionState));
+      }
+      for (const track of stream.getVideoTracks()) pc.addTrack(track, stream);
+
+      setStatus("Connecting to the server…", "busy");
+      await pc.setLocalDescription(await pc.createOffer());
+      await waitForIceGathering(pc, ICE_GATHERING_TIMEOUT_MS);
+      if (state.pc !== pc) return; // stopped meanwhile
+
+      const offer = { sdp: pc.localDescription.sdp, type: pc.localDescription.type, options: {} };
+      if (state.faceId) offer.face_id = state.faceId;
+      let response;
+      try {
+        response = await fetch("/api/offer", {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify(offer),
+        });
+      } catch (err) {
+        if (state.pc !== pc) return;
+        showError("The connection failed: the server could not be reached.", String(err.message || err));
+        stop({ keepMessages: true });
+        return;
+      }
+      if (!response.ok) {
+        const err = await readServerError(response);
+        if (state.pc !== pc) return;
+        showError(`The connection failed: the server refused the offer ${describeServerError(err)}`);
+        stop({ keepMessages: true });
+        return;
+      }
+      const answer = await response.json();
+      if (state.pc !== pc) {
+        // Stop was pressed while the offer was in flight: end the session it created.
+        deleteSession(answer.session_id);
+        return;
+      }
+      setSession(answer.session_id);
+      await pc.setRemoteDescription({ type: answer.type, sdp: answer.sdp });
+      setStatus("Connecting media…", "busy");
+      startClientStats();
+    } catch (err) {
+      showError("The session could not be started.", `${err.name || "Error"}: ${err.message || err}`);
+      stop({ keepMessages: true });
+    }
+  }
+
+  function playQuietly(video) {
+    const played = video.play();
+    if (played && played.catch) played.catch(() => {});
+  }
+
+  async function deleteSession(sessionId, { keepalive = false } = {}) {
+    if (!sessionId) return true;
+    try {
+      const response = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}`, {
+        method: "DELETE",
+        keepalive,
+      });
+      if (!response.ok && response.status !== 404) {
+        const err = await readServerError(response);
+        showError(`The server did not end the session ${describeServerError(err)}`);
+        return false;
+      }
+    } catch (err) {
+      showError("The server could not be reached to end the session.", String(err.message || err));
+      return false;
+    }
+    return true;
+  }
+
+  // Closes the peer connection and the camera, and ends the server's session.
+  async function stop({ keepMessages = false } = {}) {
+    const sessionId = state.sessionId;
+    const hadSession = Boolean(state.pc);
+    stopClientStats();
+    if (state.channel) state.channel.close();
+    if (state.pc) state.pc.close();
+    if (state.stream) for (const track of state.stream.getTracks()) track.stop();
+    state.channel = null;
+    state.pc = null;
+    state.stream = null;
+    state.lastSessionId = sessionId || state.lastSessionId || null;
+    setSession(null);
+    ui.localVideo.srcObject = null;
+    ui.remoteVideo.srcObject = null;
+    ui.stop.disabled = true;
+    ui.start.disabled = false;
+    if (!keepMessages) {
+      clearError();
+      if (hadSession) setStatus("Stopping…", "busy");
+    }
+    const ended = await deleteSession(sessionId);
+    if (!keepMessages && ended && hadSession) setStatus("Stopped.", "info");
+  }
+
+  // ---- numbers --------------------------------------------------------------------------
+
+  const dash = "–";
+  const formatNumber = (value, digits) =>
+    typeof value === "number" && Number.isFinite(value) ? value.toFixed(digits) : dash;
+  const formatMs = (value) => (typeof value === "number" && Number.isFinite(value) ? `${value.toFixed(1)} ms` : dash);
+  const formatSize = (width, height) => (width && height ? `${width}×${height}` : dash);
+
+  function renderServerStats(stats) {
+    const latency = stats.latency_ms || {};
+    ui.fpsIn.textContent = formatNumber(stats.fps_in, 1);
+    ui.fpsOut.textContent = formatNumber(stats.fps_out, 1);
+    ui.latencyP50.textContent = formatMs(latency.p50);
+    ui.latencyP99.textContent = formatMs(latency.p99);
+    ui.dropped.textContent = formatNumber(stats.frames_dropped, 0);
+    ui.failed.textContent = formatNumber(stats.frames_failed, 0);
+    ui.codec.textContent = stats.codec || dash;
+    ui.resolution.textContent = formatSize(stats.width, stats.height);
+  }
+
+  function renderClientStats(stats) {
+    ui.framesDecoded.textContent = formatNumber(stats.framesDecoded, 0);
+    ui.recvFps.textContent = formatNumber(stats.fps, 1);
+    ui.recvResolution.textContent = formatSize(stats.width, stats.height);
+  }
+
+  async function pollClientStats() {
+    const pc = state.pc;
+    if (!pc || state.statsBusy) return;
+    state.statsBusy = true;
+    try {
+      const report = await pc.getStats();
+      let inbound = null;
+      report.forEach((entry) => {
+        if (entry.type === "inbound-rtp" && (entry.kind || entry.mediaType) === "video") inbound = entry;
+      });
+      if (!inbound || state.pc !== pc) return;
+      const framesDecoded = inbound.framesDecoded || 0;
+      let fps = typeof inbound.framesPerSecond === "number" ? inbound.framesPerSecond : null;
+      const previous = state.previousInbound;
+      if (previous && inbound.timestamp > previous.timestamp) {
+        fps = ((framesDecoded - previous.framesDecoded) * 1000) / (inbound.timestamp - previous.timestamp);
+      }
+      state.previousInbound = { framesDecoded, timestamp: inbound.timestamp };
+      state.clientStats = {
+        framesDecoded,
+        fps,
+        width: inbound.frameWidth || null,
+        height: inbound.frameHeight || null,
+      };
+      renderClientStats(state.clientStats);
+    } catch (_) {
+      // the connection closed under us; the next poll (if any) tries again
+    } finally {
+      state.statsBusy = false;
+    }
+  }
+
+  function startClientStats() {
+    stopClientStats();
+    state.statsTimer = setInterval(pollClientStats, CLIENT_STATS_INTERVAL_MS);
+  }
+
+  function stopClientStats() {
+    if (state.statsTimer !== null) clearInterval(state.statsTimer);
+    state.statsTimer = null;
+    state.previousInbound = null;
+  }
+
+  // ---- wiring ---------------------------------------------------------------------------
+
+  ui.faceFile.addEventListener("change", () => uploadFace(ui.faceFile.files[0] || null));
+  ui.start.addEventListener("click", () => start());
+  ui.stop.addEventListener("click", () => stop());
+  window.addEventListener("pagehide", () => {
+    // Best effort: the page is going away, so do not wait for the answer.
+    const sessionId = state.sessionId;
+    if (state.pc) state.pc.close();
+    if (sessionId) deleteSession(sessionId, { keepalive: true });
+  });
+
+  state.start = start;
+  state.stop = stop;
+})();

@@ -1,0 +1,17 @@
+"""The stream package's errors; `signaling` maps them to HTTP statuses."""
+
+
+class StreamError(Exception):
+    code = "stream_error"
+
+
+class InvalidOffer(StreamError):
+    code = "invalid_sdp"
+
+
+class TooManySessions(StreamError):
+    code = "too_many_sessions"
+
+
+class SessionNotFound(StreamError):
+    code = "session_not_found"

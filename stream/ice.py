@@ -1,0 +1,225 @@
+"""ICE settings: which local addresses we offer, what we advertise, whom we accept.
+
+aioice enumerates every non-loopback interface and never offers 127.0.0.1,
+and aiortc falls back to Google's STUN server when `iceServers` is None.
+A server needs the opposite defaults: an explicit address allow-list, an
+address to advertise behind 1:1 NAT, and no third-party servers unless asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import ipaddress
+import logging
+from dataclasses import dataclass
+from typing import Union
+from urllib.parse import unquote
+
+from aioice import Candidate, Connection, TransportPolicy
+from aioice.ice import get_host_addresses
+from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
+from aiortc.rtcicetransport import RTCIceGatherer, parse_stun_turn_uri
+
+logger = logging.getLogger(__name__)
+
+IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
+ANY_NETWORKS = ("0.0.0.0/0", "::/0")
+
+
+@dataclass(frozen=True)
+class IceSettings:
+    """ICE knobs of one server (or test client).
+
+    hosts: local addresses to gather host candidates on; empty means aioice's
+        own enumeration (all non-loopback interfaces).
+    public_address: advertised instead of the host address, same port (1:1 NAT).
+    servers: STUN/TURN urls, e.g. "stun:host:3478" or
+        "turn:user:pass@host:3478?transport=tcp". aiortc uses at most one STUN
+        and one TURN server (the first of each).
+    allowed_remote: CIDRs remote candidates must fall in; None derives it from
+        hosts (all loopback -> loopback only, else anything).
+    """
+
+    hosts: tuple[str, ...] = ()
+    public_address: str | None = None
+    servers: tuple[str, ...] = ()
+    allowed_remote: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        # accept lists from config loaders but keep the instance hashable
+        for name in ("hosts", "servers", "allowed_remote"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                if isinstance(value, str):
+                    raise ValueError(f"{name} must be a sequence of strings, not a str")
+                object.__setattr__(self, name, tuple(value))
+
+        for host in self.hosts:
+            _check_bindable_address(host, "hosts")
+        if self.public_address is not None:
+            _check_bindable_address(self.public_address, "public_address")
+        for url in self.servers:
+            ice_server(url)  # raises ValueError on a bad url
+        if self.allowed_remote is not None:
+            for cidr in self.allowed_remote:
+                try:
+                    ipaddress.ip_network(cidr, strict=False)
+                except ValueError as exc:
+                    raise ValueError(f"allowed_remote: bad CIDR {cidr!r}: {exc}") from exc
+
+
+def _check_bindable_address(value: str, field: str) -> None:
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError as exc:
+        raise ValueError(f"{field}: {value!r} is not an IP address") from exc
+    if address.is_unspecified or address.is_multicast:
+        raise ValueError(f"{field}: {value!r} cannot be an ICE candidate address")
+
+
+def ice_server(url: str) -> RTCIceServer:
+    """Turn "turn:user:pass@host:port" style urls into aiortc's RTCIceServer.
+
+    aiortc's own url regex has no room for credentials, so they are split off
+    here and passed as username / credential.
+    """
+    if not isinstance(url, str) or ":" not in url:
+        raise ValueError(f"bad ICE server url {url!r}")
+    scheme, rest = url.split(":", 1)
+    username: str | None = None
+    credential: str | None = None
+    if "@" in rest:
+        userinfo, rest = rest.rsplit("@", 1)
+        user, sep, password = userinfo.partition(":")
+        if not user or not sep:
+            raise ValueError(f"bad credentials in ICE server url {url!r}")
+        username, credential = unquote(user), unquote(password)
+    bare = f"{scheme}:{rest}"
+    try:
+        parsed = parse_stun_turn_uri(bare)
+    except ValueError as exc:
+        raise ValueError(f"bad ICE server url {url!r}: {exc}") from exc
+    if parsed["scheme"] in ("turn", "turns") and username is None:
+        raise ValueError(f"TURN url {url!r} needs user:password@")
+    if parsed["scheme"] in ("stun", "stuns") and username is not None:
+        raise ValueError(f"STUN url {url!r} takes no credentials")
+    return RTCIceServer(urls=bare, username=username, credential=credential)
+
+
+def rtc_configuration(settings: IceSettings) -> RTCConfiguration:
+    """RTCConfiguration with an explicit (possibly empty) server list.
+
+    Never None: aiortc would then use stun:stun.l.google.com:19302.
+    """
+    return RTCConfiguration(iceServers=[ice_server(url) for url in settings.servers])
+
+
+def allowed_remote_networks(settings: IceSettings) -> list[IPNetwork]:
+    """Networks remote candidates must belong to."""
+    if settings.allowed_remote is not None:
+        cidrs: tuple[str, ...] = settings.allowed_remote
+    elif settings.hosts and all(
+        ipaddress.ip_address(host).is_loopback for host in settings.hosts
+    ):
+        cidrs = LOOPBACK_NETWORKS
+    else:
+        cidrs = ANY_NETWORKS
+    return [ipaddress.ip_network(cidr, strict=False) for cidr in cidrs]
+
+
+async def restrict_gathering(pc: RTCPeerConnection, settings: IceSettings) -> None:
+    """Gather local candidates ourselves, on `settings.hosts` only.
+
+    Call just before `pc.setLocalDescription()`, on an offerer or an answerer.
+    Each not-yet-gathered ICE connection gets its candidates here and is marked
+    as gathered, so aiortc's own gather() in setLocalDescription() is a no-op
+    for it. With no hosts and no public_address, aiortc gathers as usual.
+    """
+    if not settings.hosts and settings.public_address is None:
+        return
+
+    gatherers = [g for g in _ice_gatherers(pc) if g.state == "new"]
+    connections = [g._connection for g in gatherers]
+    connections = [c for c in connections if not c._local_candidates_start]
+    for connection in connections:
+        # Claim the connection first: a concurrent gather_candidates() (aioice
+        # checks this flag) becomes a no-op instead of enumerating interfaces.
+        connection._local_candidates_start = True
+
+    results = await asyncio.gather(*(_gather(c, settings) for c in connections))
+
+    # Publish all at once, without awaiting in between, so aiortc's scheduled
+    # __connect() never sees a half-filled set of transports.
+    for connection, candidates in zip(connections, results):
+        connection._local_candidates += candidates
+        connection._local_candidates_end = True
+        logger.debug(
+            "ICE candidates: %s", ", ".join(c.to_sdp() for c in candidates) or "none"
+        )
+
+
+def _ice_gatherers(pc: RTCPeerConnection) -> list[RTCIceGatherer]:
+    """Every ICE gatherer the connection currently uses, once each."""
+    transports = [t.receiver.transport for t in pc.getTransceivers()]
+    transports += [t.sender.transport for t in pc.getTransceivers()]
+    if pc.sctp is not None:
+        transports.append(pc.sctp.transport)
+    gatherers: dict[int, RTCIceGatherer] = {}
+    for dtls in transports:
+        gatherer = dtls.transport.iceGatherer
+        gatherers[id(gatherer)] = gatherer
+    return list(gatherers.values())
+
+
+async def _gather(connection: Connection, settings: IceSettings) -> list[Candidate]:
+    if connection._transport_policy == TransportPolicy.RELAY:
+        addresses: list[str] = []  # RFC 9429 3.5.3: relay candidates only
+    elif settings.hosts:
+        addresses = list(settings.hosts)
+    else:
+        addresses = get_host_addresses(
+            use_ipv4=connection._use_ipv4, use_ipv6=connection._use_ipv6
+        )
+
+    # get_component_candidates binds the sockets, registers them with the
+    # connection and also runs the STUN / TURN queries for us.
+    per_component = await asyncio.gather(
+        *(
+            connection.get_component_candidates(component=component, addresses=addresses)
+            for component in sorted(connection._components)
+        )
+    )
+    candidates = [c for group in per_component for c in group]
+    if not candidates:
+        logger.warning("no ICE candidate could be gathered on %s", addresses)
+    if settings.public_address is not None:
+        candidates = _advertise_public(candidates, settings.public_address)
+    return candidates
+
+
+def _advertise_public(candidates: list[Candidate], public: str) -> list[Candidate]:
+    """Replace host addresses of the public address' family by `public`.
+
+    The socket's own candidate object is left as is (it stays the ICE base used
+    for pairing); only the advertised copy carries the public address.
+    """
+    version = ipaddress.ip_address(public).version
+    advertised: list[Candidate] = []
+    for candidate in candidates:
+        if (
+            candidate.type == "host"
+            and ipaddress.ip_address(candidate.host).version == version
+        ):
+            candidate = copy.copy(candidate)
+            candidate.host = public
+            candidate._network_host = public
+        advertised.append(candidate)
+
+    # a STUN answer behind 1:1 NAT repeats the public address: keep one
+    hosts = {(c.host, c.port) for c in advertised if c.type == "host"}
+    return [
+        c for c in advertised if c.type == "host" or (c.host, c.port) not in hosts
+    ]

@@ -1,0 +1,52 @@
+"""The session's outgoing track: hands the encoder the newest processed frame.
+
+One slot, latest wins: if the encoder falls behind, an older processed frame is
+replaced rather than queued. `recv()` raises only to end the track.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import av
+from aiortc import MediaStreamTrack
+from aiortc.mediastreams import MediaStreamError
+
+from pipeline.runner import FrameResult
+
+
+class ProcessedTrack(MediaStreamTrack):
+    kind = "video"
+
+    def __init__(self, on_sent: Callable[[FrameResult, float], None], on_replaced: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_sent = on_sent
+        self._on_replaced = on_replaced
+        self._slot: FrameResult | None = None
+        self._ready = asyncio.Event()
+
+    def put(self, result: FrameResult) -> None:
+        """Called on the event loop with each result from the runner."""
+        if self.readyState != "live":
+            return
+        if self._slot is not None:
+            self._on_replaced()
+        self._slot = result
+        self._ready.set()
+
+    async def recv(self) -> av.VideoFrame:
+        while self._slot is None:
+            if self.readyState != "live":
+                raise MediaStreamError
+            self._ready.clear()
+            await self._ready.wait()
+        result, self._slot = self._slot, None
+        self._on_sent(result, time.monotonic())
+        return result.frame
+
+    def stop(self) -> None:
+        super().stop()
+        self._slot = None
+        self._ready.set()  # wake a waiting recv() so it ends the track

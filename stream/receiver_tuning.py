@@ -1,0 +1,97 @@
+"""Per-receiver latency tuning for aiortc's RTCRtpReceiver.
+
+aiortc exposes no knobs for its receive path, so we swap three private
+objects on one receiver instance (nothing global is patched):
+
+- the jitter buffer, for MarkerJitterBuffer (release on the RTP marker bit);
+- the track's frame queue, for a drop-oldest bounded queue (latest wins);
+- the decoder input queue, for one that drops a backlog and asks for a
+  keyframe instead of growing without limit.
+
+Ordering (aiortc 1.16): `setRemoteDescription()` creates the RemoteStreamTrack
+and only *schedules* `__connect()`; `RTCRtpReceiver.receive()`, which hands
+`track._queue` and the decoder queue to the decoder thread, runs from
+`__connect()` once ICE and DTLS are connected. Calling this right after
+`await pc.setRemoteDescription(...)`, before yielding to the loop again, is
+therefore always in time. No RTP packet reaches the jitter buffer before
+`receive()` registers the receiver with the transport either.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiortc import RTCRtpReceiver
+
+from .bounded_queues import DecoderInputQueue, LatestFramesQueue
+from .jitter import MarkerJitterBuffer
+
+logger = logging.getLogger(__name__)
+
+# Same geometry as aiortc's own video jitter buffer.
+VIDEO_JITTER_CAPACITY = 512
+
+# Name-mangled private attributes of RTCRtpReceiver (aiortc 1.16).
+_JITTER_BUFFER = "_RTCRtpReceiver__jitter_buffer"
+_DECODER_QUEUE = "_RTCRtpReceiver__decoder_queue"
+_DECODER_ERROR = "_RTCRtpReceiver__decoder_error"
+_DECODER_THREAD = "_RTCRtpReceiver__decoder_thread"
+_STARTED = "_RTCRtpReceiver__started"
+_KIND = "_RTCRtpReceiver__kind"
+
+
+def tune_receiver(
+    receiver: RTCRtpReceiver,
+    *,
+    max_decoded_frames: int = 2,
+    max_encoded_frames: int = 60,
+) -> None:
+    """Tune one video receiver; audio receivers are left untouched.
+
+    Call right after `await pc.setRemoteDescription(...)`. Raises RuntimeError
+    when the receiver has already started (its decoder thread holds the old
+    queues by then, so swapping them would silently do nothing).
+    """
+    for name in (_JITTER_BUFFER, _DECODER_QUEUE, _DECODER_ERROR, _STARTED, _KIND):
+        if not hasattr(receiver, name):
+            raise RuntimeError(
+                f"aiortc internals changed: RTCRtpReceiver has no {name!r}"
+            )
+
+    kind = getattr(receiver, _KIND)
+    if kind != "video":
+        # Bounding an audio queue to a couple of frames would chop the sound.
+        logger.debug("leaving %s receiver untouched", kind)
+        return
+
+    if getattr(receiver, _STARTED) or getattr(receiver, _DECODER_THREAD, None):
+        raise RuntimeError(
+            "tune_receiver() must run before the receiver starts: call it "
+            "right after pc.setRemoteDescription()"
+        )
+
+    setattr(
+        receiver,
+        _JITTER_BUFFER,
+        MarkerJitterBuffer(capacity=VIDEO_JITTER_CAPACITY, is_video=True),
+    )
+    setattr(
+        receiver,
+        _DECODER_QUEUE,
+        DecoderInputQueue(max_encoded_frames, overflow_event=getattr(receiver, _DECODER_ERROR)),
+    )
+
+    track = receiver.track
+    if track is None:
+        # sendonly transceiver: nothing is decoded for a track
+        logger.debug("video receiver has no track yet; track queue not replaced")
+        return
+    old_queue = getattr(track, "_queue", None)
+    if old_queue is not None and not old_queue.empty():
+        raise RuntimeError("the track's queue already holds frames")
+    track._queue = LatestFramesQueue(max_decoded_frames)  # type: ignore[attr-defined]
+    logger.debug(
+        "tuned video receiver: marker jitter buffer, %d decoded / %d encoded frames",
+        max_decoded_frames,
+        max_encoded_frames,
+    )

@@ -1,0 +1,216 @@
+"""SDP checks and rewrites applied around aiortc's negotiation.
+
+aiortc's SessionDescription.parse validates with `assert` and lets KeyError,
+StopIteration or IndexError escape on malformed input, and some offers it
+accepts crash later inside setRemoteDescription (no a=setup -> dtls is None).
+parse_offer turns all of that into one clear InvalidSdp before aiortc sees it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+from collections.abc import Iterable
+from typing import Union
+
+from aiortc import sdp as aiortc_sdp
+from aiortc.codecs import CODECS
+from aiortc.rtcdtlstransport import X509_DIGEST_ALGORITHMS
+from aiortc.rtcpeerconnection import find_common_codecs
+
+logger = logging.getLogger(__name__)
+
+IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+# Browser offers are a few KiB; anything far larger is not worth parsing.
+MAX_SDP_CHARS = 128 * 1024
+
+# Codecs whose fmtp lines get Chrome's bitrate hints.
+BITRATE_HINT_CODECS = ("vp8", "h264")
+
+_RTPMAP = re.compile(r"^a=rtpmap:(\d+) ([^/\s]+)/", re.IGNORECASE)
+_FMTP = re.compile(r"^a=fmtp:(\d+)(?: (.*))?$")
+_X_GOOGLE_BITRATE = re.compile(r"^x-google-(min|start|max)-bitrate=", re.IGNORECASE)
+
+
+class InvalidSdp(ValueError):
+    """The SDP offer is malformed or cannot be used by this server."""
+
+
+def parse_offer(sdp: str) -> None:
+    """Raise InvalidSdp unless `sdp` is an offer aiortc can answer with video."""
+    if not isinstance(sdp, str):
+        raise InvalidSdp(f"SDP must be a string, not {type(sdp).__name__}")
+    if not sdp.strip():
+        raise InvalidSdp("SDP is empty")
+    if len(sdp) > MAX_SDP_CHARS:
+        raise InvalidSdp(f"SDP is too long ({len(sdp)} > {MAX_SDP_CHARS} characters)")
+    if "\x00" in sdp:
+        raise InvalidSdp("SDP contains a NUL character")
+
+    first_line = sdp.lstrip().splitlines()[0].strip()
+    if first_line != "v=0":
+        raise InvalidSdp(f"SDP must start with 'v=0', found {first_line[:40]!r}")
+
+    try:
+        description = aiortc_sdp.SessionDescription.parse(sdp)
+    except Exception as exc:  # asserts, KeyError, StopIteration, ValueError...
+        detail = str(exc) or type(exc).__name__
+        raise InvalidSdp(f"SDP could not be parsed: {detail}") from exc
+
+    if not description.media:
+        raise InvalidSdp("SDP has no media section")
+    videos = [m for m in description.media if m.kind == "video"]
+    if not videos:
+        raise InvalidSdp("SDP has no video m-line")
+
+    for index, media in enumerate(description.media):
+        _check_media(index, media)
+
+    if not any(find_common_codecs(CODECS["video"], m.rtp.codecs) for m in videos):
+        offered = sorted({c.mimeType for m in videos for c in m.rtp.codecs})
+        raise InvalidSdp(
+            f"no supported video codec offered (offered: {', '.join(offered) or 'none'};"
+            " supported: VP8, H264 constrained baseline)"
+        )
+
+
+def _check_media(index: int, media: aiortc_sdp.MediaDescription) -> None:
+    where = f"m-line {index} ({media.kind})"
+    if not media.ice.usernameFragment or not media.ice.password:
+        raise InvalidSdp(f"{where}: ICE ufrag/pwd missing")
+    # aiortc sets dtls to None when a=setup is absent, then crashes on it
+    if media.dtls is None:
+        raise InvalidSdp(f"{where}: DTLS a=setup missing")
+    if not media.dtls.fingerprints:
+        raise InvalidSdp(f"{where}: DTLS fingerprint missing")
+    if not any(
+        f.algorithm.lower() in X509_DIGEST_ALGORITHMS for f in media.dtls.fingerprints
+    ):
+        algorithms = ", ".join(f.algorithm for f in media.dtls.fingerprints)
+        raise InvalidSdp(f"{where}: no supported fingerprint algorithm ({algorithms})")
+    if media.kind in ("audio", "video") and not media.rtcp_mux:
+        raise InvalidSdp(f"{where}: a=rtcp-mux missing")
+
+
+def filter_remote_candidates(
+    sdp: str, networks: Iterable[IPNetwork]
+) -> tuple[str, int]:
+    """Drop a=candidate lines we will not connect to; return (sdp, dropped).
+
+    Dropped: addresses outside `networks`, mDNS `.local` names (they would
+    need a multicast lookup and hide the real address), TCP candidates (aioice
+    only does UDP) and lines that do not parse.
+    """
+    networks = list(networks)
+    newline = _newline(sdp)
+    kept: list[str] = []
+    dropped = 0
+    for line in sdp.splitlines():
+        if line.startswith("a=candidate:") and not _candidate_allowed(
+            line[len("a=candidate:") :], networks
+        ):
+            dropped += 1
+            logger.debug("dropped remote candidate %s", line)
+            continue
+        kept.append(line)
+    return _join(kept, newline, sdp), dropped
+
+
+def _candidate_allowed(value: str, networks: list[IPNetwork]) -> bool:
+    bits = value.split()
+    if len(bits) < 8:
+        return False
+    transport, host = bits[2].lower(), bits[4]
+    if transport != "udp":
+        return False
+    if host.lower().endswith(".local"):
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a hostname: nothing to match against
+    return any(address in network for network in networks)
+
+
+def add_bitrate_hints(
+    sdp: str, *, min_kbps: int, start_kbps: int, max_kbps: int
+) -> str:
+    """Add x-google-{min,start,max}-bitrate to VP8/H264 fmtp of video sections.
+
+    Chrome's send bitrate towards aiortc follows aiortc's REMB estimate, which
+    ramps slowly and collapses on still content (streaming.md: 320x180 at
+    30 kbps); Chrome honours these hints from the remote description. Existing
+    x-google bitrate values are replaced. A codec without an fmtp line (VP8
+    usually) gets one right after its rtpmap.
+    """
+    if not 0 < min_kbps <= start_kbps <= max_kbps:
+        raise ValueError(
+            "bitrate hints need 0 < min_kbps <= start_kbps <= max_kbps, got "
+            f"{min_kbps}, {start_kbps}, {max_kbps}"
+        )
+    hints = [
+        f"x-google-min-bitrate={min_kbps}",
+        f"x-google-start-bitrate={start_kbps}",
+        f"x-google-max-bitrate={max_kbps}",
+    ]
+
+    newline = _newline(sdp)
+    sections = _split_sections(sdp.splitlines())
+    out: list[str] = list(sections[0])
+    for section in sections[1:]:
+        out += _hint_section(section, hints) if section[0].startswith("m=video") else section
+    return _join(out, newline, sdp)
+
+
+def _hint_section(lines: list[str], hints: list[str]) -> list[str]:
+    targets = set()
+    for line in lines:
+        match = _RTPMAP.match(line)
+        if match and match.group(2).lower() in BITRATE_HINT_CODECS:
+            targets.add(match.group(1))
+
+    has_fmtp = set()
+    result: list[str] = []
+    for line in lines:
+        match = _FMTP.match(line)
+        if match and match.group(1) in targets:
+            has_fmtp.add(match.group(1))
+            params = [
+                p
+                for p in (match.group(2) or "").split(";")
+                if p.strip() and not _X_GOOGLE_BITRATE.match(p.strip())
+            ]
+            line = f"a=fmtp:{match.group(1)} {';'.join(params + hints)}"
+        result.append(line)
+
+    # add missing fmtp lines after their rtpmap
+    with_new: list[str] = []
+    for line in result:
+        with_new.append(line)
+        match = _RTPMAP.match(line)
+        if match and match.group(1) in targets and match.group(1) not in has_fmtp:
+            with_new.append(f"a=fmtp:{match.group(1)} {';'.join(hints)}")
+    return with_new
+
+
+def _split_sections(lines: list[str]) -> list[list[str]]:
+    """[session lines, m-section 1 lines, m-section 2 lines, ...]"""
+    sections: list[list[str]] = [[]]
+    for line in lines:
+        if line.startswith("m="):
+            sections.append([])
+        sections[-1].append(line)
+    return sections
+
+
+def _newline(sdp: str) -> str:
+    return "\r\n" if "\r\n" in sdp else "\n"
+
+
+def _join(lines: list[str], newline: str, original: str) -> str:
+    text = newline.join(lines)
+    if original.endswith(("\n", "\r")):
+        text += newline
+    return text

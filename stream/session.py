@@ -1,0 +1,240 @@
+"""One peer connection's worth of state: its tracks, its slot in the runner, its stats.
+
+Frame path: the remote track's frames go into the runner's slot for this session
+(a newer frame replaces an unclaimed one); the runner's results come back on the
+event loop into the ProcessedTrack, which the sender encodes. Every task the
+session starts is owned here and cancelled and awaited by `close()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from pipeline.runner import BatchRunner, FrameResult
+from stream.encoder import tune_sender
+from stream.errors import InvalidOffer
+from stream.ice import allowed_remote_networks, restrict_gathering, rtc_configuration
+from stream.processed_track import ProcessedTrack
+from stream.receiver_tuning import tune_receiver
+from stream.sdp import InvalidSdp, add_bitrate_hints, filter_remote_candidates, parse_offer
+from stream.settings import StreamSettings
+from stream.stats import SessionStats
+
+logger = logging.getLogger(__name__)
+
+
+class Session:
+    def __init__(
+        self,
+        session_id: str,
+        runner: BatchRunner,
+        settings: StreamSettings,
+        *,
+        face_id: str | None = None,
+        options: Mapping[str, object] | None = None,
+        on_closed: Callable[[Session], Awaitable[None] | None] | None = None,
+    ) -> None:
+        self.id = session_id
+        self.face_id = face_id
+        self.options = dict(options or {})
+        self.state = "new"  # new -> connecting -> live -> closed
+        self.close_reason: str | None = None
+        self.created_at = time.time()
+        self.stats = SessionStats()
+        self._runner = runner
+        self._settings = settings
+        self._on_closed = on_closed
+        self._loop = asyncio.get_running_loop()
+        self._pc = RTCPeerConnection(rtc_configuration(settings.ice))
+        self._output = ProcessedTrack(on_sent=self._frame_sent, on_replaced=self._output_replaced)
+        self._channel: RTCDataChannel | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_frame_at = time.monotonic()
+        self._closed = asyncio.Event()
+        self._close_started = False
+
+    # -- negotiation ---------------------------------------------------------------
+    async def accept(self, offer_sdp: str) -> str:
+        """Applies the client's offer; returns the answer SDP. Raises InvalidOffer."""
+        try:
+            parse_offer(offer_sdp)
+            offer_sdp, dropped = filter_remote_candidates(offer_sdp, allowed_remote_networks(self._settings.ice))
+        except InvalidSdp as exc:
+            raise InvalidOffer(str(exc)) from exc
+        if dropped:
+            logger.info("session %s: dropped %d offered candidates outside the allowed networks", self.id, dropped)
+
+        self.state = "connecting"
+        self._pc.on("track", self._on_track)
+        self._pc.on("datachannel", self._on_datachannel)
+        self._pc.on("connectionstatechange", self._on_connection_state)
+        try:
+            await self._pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        except (ValueError, KeyError, IndexError) as exc:  # aiortc's parser and negotiation errors
+            raise InvalidOffer(f"the offer could not be applied: {exc}") from exc
+        if not any(t.kind == "video" and t.receiver.track is not None for t in self._pc.getTransceivers()):
+            raise InvalidOffer("the offer has no video to receive")
+        for transceiver in self._pc.getTransceivers():
+            tune_receiver(transceiver.receiver)
+        answer = await self._pc.createAnswer()
+        await restrict_gathering(self._pc, self._settings.ice)
+        await self._pc.setLocalDescription(answer)
+        for transceiver in self._pc.getTransceivers():
+            if transceiver.kind == "video":
+                tune_sender(transceiver)
+                if transceiver._codecs:  # the negotiated codec, first in aiortc's list
+                    self.stats.codec = transceiver._codecs[0].name
+
+        self._runner.add_session(self.id, self._deliver_from_worker, options=self._chain_options())
+        self._spawn(self._watch(), "watch")
+        self._spawn(self._send_stats(), "stats")
+        min_kbps, start_kbps, max_kbps = self._settings.bitrate_hints_kbps
+        return add_bitrate_hints(
+            self._pc.localDescription.sdp, min_kbps=min_kbps, start_kbps=start_kbps, max_kbps=max_kbps
+        )
+
+    def _chain_options(self) -> dict[str, object]:
+        return {**self.options, "face_id": self.face_id}
+
+    # -- tracks and channel ----------------------------------------------------------
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "video":
+            self._pc.addTrack(self._output)  # reuses the offer's video transceiver: sendrecv
+            self._spawn(self._pump(track), "pump")
+        else:
+            self._spawn(self._drain(track), "drain-audio")
+
+    async def _pump(self, track: MediaStreamTrack) -> None:
+        """Remote frames -> the runner's slot. Cheap: decoding already happened in aiortc's thread."""
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                break
+            now = time.monotonic()
+            self._last_frame_at = now
+            if self.state == "connecting":
+                self.state = "live"
+            self.stats.frame_in(frame.width, frame.height, now)
+            if self._runner.submit(self.id, frame, now) is not None:
+                self.stats.frames_dropped += 1
+        self._spawn(self.close("the peer stopped sending video"), "close")
+
+    @staticmethod
+    async def _drain(track: MediaStreamTrack) -> None:
+        # Audio is not processed; reading it keeps aiortc from buffering it.
+        with contextlib.suppress(MediaStreamError):
+            while True:
+                await track.recv()
+
+    def _deliver_from_worker(self, result: FrameResult) -> None:
+        # Called on the runner's thread.
+        with contextlib.suppress(RuntimeError):  # the loop closed during shutdown
+            self._loop.call_soon_threadsafe(self._deliver, result)
+
+    def _deliver(self, result: FrameResult) -> None:
+        if result.error is not None:
+            self.stats.frames_failed += 1
+            if self.stats.last_error != result.error:
+                self.stats.last_error = result.error
+                self.send_event({"type": "error", "code": "frame_failed", "message": result.error})
+        self._output.put(result)
+
+    def _frame_sent(self, result: FrameResult, now: float) -> None:
+        self.stats.frame_out(result.arrived, now)
+
+    def _output_replaced(self) -> None:
+        self.stats.frames_dropped += 1
+
+    def _on_datachannel(self, channel: RTCDataChannel) -> None:
+        self._channel = channel
+        channel.on("message", self._on_message)
+
+    def _on_message(self, message: str | bytes) -> None:
+        try:
+            command = json.loads(message)
+            kind = command["type"]
+        except (ValueError, TypeError, KeyError):
+            self.send_event({"type": "error", "code": "invalid_command", "message": "expected a JSON object with a 'type'"})
+            return
+        self.send_event({"type": "error", "code": "unknown_command", "message": f"unknown command type {kind!r}"})
+
+    def send_event(self, event: Mapping[str, Any]) -> None:
+        """Sends a JSON event to the client if its data channel is open (events are best effort)."""
+        channel = self._channel
+        if channel is not None and channel.readyState == "open":
+            # Bounded: a client that never reads must not grow our send buffer forever.
+            if channel.bufferedAmount < 256 * 1024:
+                channel.send(json.dumps(event))
+
+    def snapshot(self) -> dict[str, object]:
+        return {
+            "session_id": self.id,
+            "state": self.state,
+            "face_id": self.face_id,
+            "created_at": self.created_at,
+            "close_reason": self.close_reason,
+            **self.stats.as_dict(),
+        }
+
+    # -- supervision -------------------------------------------------------------------
+    def _on_connection_state(self) -> None:
+        if self._pc.connectionState in ("failed", "closed"):
+            self._spawn(self.close(f"connection {self._pc.connectionState}"), "close")
+
+    async def _watch(self) -> None:
+        """Ends the session when the peer goes quiet: no frame within the idle timeout."""
+        timeout = self._settings.idle_timeout_s
+        while True:
+            silent = time.monotonic() - self._last_frame_at
+            if silent >= timeout:
+                await self.close(f"no video for {timeout:g} s")
+                return
+            await asyncio.sleep(min(1.0, timeout - silent))
+
+    async def _send_stats(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.stats_interval_s)
+            self.send_event({"type": "stats", **self.snapshot()})
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+        if self._close_started and name != "close":
+            coro.close()  # type: ignore[attr-defined]
+            return
+        task = asyncio.ensure_future(coro)
+        task.set_name(f"session-{self.id}-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- teardown -----------------------------------------------------------------------
+    async def close(self, reason: str = "closed") -> None:
+        """Idempotent: frees the runner slot, tasks, tracks and the peer connection."""
+        if self._close_started:
+            await self._closed.wait()
+            return
+        self._close_started = True
+        self.close_reason = reason
+        logger.info("session %s closing: %s", self.id, reason)
+        self._runner.remove_session(self.id)
+        self._output.stop()
+        current = asyncio.current_task()
+        tasks = [task for task in self._tasks if task is not current]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._pc.close()
+        self.state = "closed"
+        self._closed.set()
+        if self._on_closed is not None:
+            result = self._on_closed(self)
+            if result is not None:
+                await result

@@ -1,0 +1,181 @@
+"""The batching policy, driven with hand-made times (no threads, no clock)."""
+
+import pytest
+
+from pipeline.policy import BatchPolicy
+
+
+def make(max_batch=4, max_wait_ms=5.0, max_in_flight=1, sessions=("a", "b", "c")) -> BatchPolicy:
+    policy = BatchPolicy(max_batch=max_batch, max_wait_s=max_wait_ms / 1000, max_in_flight=max_in_flight)
+    for session_id in sessions:
+        policy.add_session(session_id)
+    return policy
+
+
+def test_nothing_pending_means_wait_for_an_event():
+    decision = make().decide(now=1.0)
+    assert decision.batch == ()
+    assert decision.wake_in is None
+
+
+def test_a_lone_session_goes_at_once():
+    policy = make(sessions=("a",))
+    policy.frame_pending("a", now=1.0)
+    assert policy.decide(now=1.0).batch == ("a",)
+
+
+def test_waits_for_others_until_the_window_closes():
+    policy = make()
+    policy.frame_pending("a", now=1.000)
+    decision = policy.decide(now=1.001)
+    assert decision.batch == ()
+    assert decision.wake_in == pytest.approx(0.004)
+    policy.frame_pending("b", now=1.003)
+    assert policy.decide(now=1.004).batch == ()
+    assert set(policy.decide(now=1.005).batch) == {"a", "b"}
+
+
+def test_goes_as_soon_as_every_session_is_in():
+    policy = make()
+    for session_id in ("a", "b", "c"):
+        policy.frame_pending(session_id, now=1.0)
+    assert set(policy.decide(now=1.0).batch) == {"a", "b", "c"}
+
+
+def test_full_batch_goes_at_once_and_the_rest_follows():
+    policy = make(max_batch=2)
+    for session_id in ("a", "b", "c"):
+        policy.frame_pending(session_id, now=1.0)
+    first = policy.decide(now=1.0)
+    assert len(first.batch) == 2
+    assert first.wake_in == 0.0
+    for session_id in first.batch:
+        policy.frame_done(session_id)
+    assert policy.decide(now=1.001).batch == ()  # the leftover gets its own window
+    second = policy.decide(now=1.005)
+    assert second.batch == tuple({"a", "b", "c"} - set(first.batch))
+
+
+def test_higher_priority_first_when_saturated():
+    policy = make(max_batch=1)
+    policy.set_priority("c", 2)
+    policy.set_priority("b", 1)
+    for session_id in ("a", "b", "c"):
+        policy.frame_pending(session_id, now=1.0)
+    assert policy.decide(now=1.0).batch == ("c",)
+    policy.frame_done("c")
+    assert policy.decide(now=1.0).batch == ("b",)
+
+
+def test_same_priority_oldest_first():
+    policy = make(max_batch=1)
+    policy.frame_pending("b", now=1.000)
+    policy.frame_pending("a", now=1.002)
+    policy.frame_pending("c", now=1.001)
+    assert policy.decide(now=1.002).batch == ("b",)
+
+
+def test_at_most_one_frame_per_session_in_flight():
+    policy = make(sessions=("a",))
+    policy.frame_pending("a", now=1.0)
+    assert policy.decide(now=1.0).batch == ("a",)
+    policy.frame_pending("a", now=1.01)
+    assert policy.decide(now=1.02).batch == ()
+    policy.frame_done("a")
+    assert policy.decide(now=1.02).batch == ("a",)
+
+
+def test_in_flight_limit_is_configurable():
+    policy = make(max_in_flight=2, sessions=("a",))
+    policy.frame_pending("a", now=1.0)
+    assert policy.decide(now=1.0).batch == ("a",)
+    policy.frame_pending("a", now=1.01)
+    assert policy.decide(now=1.01).batch == ("a",)
+    policy.frame_pending("a", now=1.02)
+    assert policy.decide(now=1.02).batch == ()
+
+
+def deliver_at(policy: BatchPolicy, session_id: str, source_fps: float, seconds: float) -> int:
+    """Frames processed when a source sends at source_fps and each frame is done at once."""
+    processed = 0
+    for index in range(int(source_fps * seconds)):
+        now = 10.0 + index / source_fps
+        policy.frame_pending(session_id, now)
+        decision = policy.decide(now)
+        if session_id in decision.batch:
+            processed += 1
+            policy.frame_done(session_id)
+    return processed
+
+
+@pytest.mark.parametrize("cap", [15, 5, 29])
+def test_fps_cap_limits_the_rate(cap):
+    policy = make(sessions=("a",))
+    policy.set_fps_cap("a", cap)
+    processed = deliver_at(policy, "a", source_fps=30, seconds=10)
+    assert processed == pytest.approx(cap * 10, abs=2)
+
+
+def test_fps_cap_with_jittery_arrivals_still_reaches_the_cap():
+    policy = make(sessions=("a",))
+    policy.set_fps_cap("a", 15)
+    processed = 0
+    for index in range(300):
+        now = 10.0 + index / 30 + (0.003 if index % 2 else -0.003)
+        policy.frame_pending("a", now)
+        if policy.decide(now).batch:
+            processed += 1
+            policy.frame_done("a")
+    assert processed >= 145
+
+
+def test_fps_cap_tells_when_to_wake():
+    policy = make(sessions=("a",))
+    policy.set_fps_cap("a", 10)
+    policy.frame_pending("a", now=1.0)
+    assert policy.decide(now=1.0).batch == ("a",)
+    policy.frame_done("a")
+    policy.frame_pending("a", now=1.03)
+    decision = policy.decide(now=1.03)
+    assert decision.batch == ()
+    assert 0.04 < decision.wake_in <= 0.07
+
+
+def test_zero_cap_stops_processing_until_raised():
+    policy = make(sessions=("a",))
+    policy.set_fps_cap("a", 0)
+    policy.frame_pending("a", now=1.0)
+    assert policy.decide(now=5.0) == policy.decide(now=5.0)
+    assert policy.decide(now=5.0).batch == ()
+    policy.set_fps_cap("a", None)
+    assert policy.decide(now=5.0).batch == ("a",)
+
+
+def test_no_burst_after_an_idle_spell():
+    policy = make(sessions=("a",))
+    policy.set_fps_cap("a", 10)
+    policy.frame_pending("a", now=1.0)
+    policy.decide(now=1.0)
+    policy.frame_done("a")
+    # idle for 5 s, then frames at 30 fps: the cap still holds from the first one
+    assert deliver_at(policy, "a", source_fps=30, seconds=2) <= 21
+
+
+def test_a_capped_session_does_not_hold_a_batch_open():
+    policy = make(sessions=("a", "b"))
+    policy.set_fps_cap("b", 0)
+    policy.frame_pending("a", now=1.0)
+    assert policy.decide(now=1.0).batch == ("a",)
+
+
+def test_removed_session_is_not_scheduled():
+    policy = make(sessions=("a", "b"))
+    policy.frame_pending("a", now=1.0)
+    policy.remove_session("a")
+    policy.frame_done("a")  # a late completion is harmless
+    assert policy.decide(now=2.0).batch == ()
+
+
+def test_negative_cap_is_refused():
+    with pytest.raises(ValueError):
+        make().set_fps_cap("a", -1)

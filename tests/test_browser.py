@@ -1,0 +1,230 @@
+"""End to end with a real headless Chromium: the page at / uploads a face, sends the fake camera
+(a still y4m of a real face) to `facefuse serve --chain invert`, and shows the processed video and
+the live numbers. The invert chain makes the processed frame the colour negative of the camera's,
+so the remote picture must correlate strongly negatively with the local one."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import itertools
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser_support import (
+    INBOUND_VIDEO_STATS_JS,
+    VIDEO_GREY_JS,
+    ServerProcess,
+    chromium,
+    chromium_flags,
+    face_path,
+    http_json,
+    write_y4m,
+)
+
+pytestmark = pytest.mark.browser
+
+NUMBER = re.compile(r"^\s*-?\d+(\.\d+)?\b")
+
+
+def wait_for(condition: Callable[[], object], timeout: float, message: str, interval: float = 0.1) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s: {message}")
+        time.sleep(interval)
+
+
+def live_sessions(server: ServerProcess) -> list:
+    """The sessions `GET /api/sessions` lists (a JSON list, or an object holding one)."""
+    status, body = http_json("GET", f"{server.base_url}/api/sessions")
+    assert status == 200, body
+    if isinstance(body, dict):
+        body = body.get("sessions", [])
+    assert isinstance(body, list), body
+    return body
+
+
+def text_of(driver, element_id: str) -> str:
+    return driver.execute_script("return document.getElementById(arguments[0]).textContent;", element_id)
+
+
+def alert_text(driver) -> str:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('[role=alert]')).map((e) => e.textContent).join(' ');"
+    )
+
+
+# ---- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def camera_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("camera")
+    return write_y4m(face_path("obama.jpg"), directory / "obama.y4m", frames=30)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    process = ServerProcess(tmp_path_factory.mktemp("server") / "server.log", chain="invert")
+    try:
+        process.wait_ready(timeout=30)
+        yield process
+    finally:
+        exit_code = process.terminate(timeout=5)
+    assert exit_code == 0, f"server did not exit cleanly on SIGTERM (code {exit_code}):\n{process.log_tail()}"
+
+
+@pytest.fixture
+def browser(camera_clip: Path, tmp_path: Path):
+    """A factory: browser(flags_edit=None) opens a headless Chromium, quit at teardown."""
+    counter = itertools.count()
+    with contextlib.ExitStack() as stack:
+
+        def open_browser(edit: Callable[[list[str]], list[str]] | None = None):
+            profile = tmp_path / f"chromium-profile-{next(counter)}"
+            profile.mkdir()
+            flags = chromium_flags(camera_clip, profile)
+            if edit is not None:
+                flags = edit(flags)
+            return stack.enter_context(chromium(flags))
+
+        yield open_browser
+
+
+# ---- tests -----------------------------------------------------------------------------------
+
+
+def test_camera_to_server_and_back_shows_processed_video_and_stats(server: ServerProcess, browser) -> None:
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+
+    driver.find_element("id", "face-file").send_keys(str(face_path("biden.jpg")))
+    wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "face upload")
+    assert alert_text(driver).strip() == ""
+
+    driver.find_element("id", "start").click()
+    session_id = wait_for(
+        lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session id"
+    )
+    assert driver.execute_script("return window.facefuse.sessionId;") == session_id
+
+    # Decoded remote frames keep coming.
+    first = wait_for(
+        lambda: (driver.execute_async_script(INBOUND_VIDEO_STATS_JS) or {}).get("framesDecoded"),
+        15,
+        "first decoded remote frame",
+    )
+    time.sleep(2.0)
+    second = driver.execute_async_script(INBOUND_VIDEO_STATS_JS)["framesDecoded"]
+    assert second - first >= 20, f"framesDecoded {first} -> {second} in 2 s"
+
+    # The remote picture is the processed (inverted) local one.
+    def inverted() -> tuple[float, float] | None:
+        frames = driver.execute_script(VIDEO_GREY_JS)
+        if not frames["local"] or not frames["remote"]:
+            return None
+        local, remote = np.asarray(frames["local"]), np.asarray(frames["remote"])
+        if local.std() <= 10 or remote.std() == 0:
+            return None
+        r = float(np.corrcoef(local, remote)[0, 1])
+        return (r, float(local.std())) if r < -0.6 else None
+
+    r, local_std = wait_for(inverted, 10, "remote video is the inverted local video (Pearson r < -0.6)", 0.5)
+    assert local_std > 10 and r < -0.6
+
+    # The numbers from the data channel and from getStats are on the page.
+    def server_fps() -> float | None:
+        shown = text_of(driver, "stat-fps-out")
+        return float(NUMBER.match(shown).group(0)) if NUMBER.match(shown) else None
+
+    fps_out = wait_for(server_fps, 5, "numeric fps from the data channel in #stats")
+    assert fps_out > 0
+    assert NUMBER.match(text_of(driver, "stat-fps-in"))
+    assert driver.execute_script("return window.facefuse.serverStats.session_id;") == session_id
+    assert NUMBER.match(text_of(driver, "stat-frames-decoded"))
+    assert driver.find_element("id", "stats").is_displayed()
+
+    # Stop closes the peer and ends the session on the server.
+    driver.find_element("id", "stop").click()
+    wait_for(lambda: not live_sessions(server), 5, "no live session after Stop")
+    wait_for(lambda: text_of(driver, "status").strip() == "Stopped.", 5, "status says Stopped")
+    assert driver.execute_script("return window.facefuse.pc;") is None
+    assert alert_text(driver).strip() == ""
+
+
+def test_rejected_upload_shows_the_servers_message(server: ServerProcess, browser, tmp_path: Path) -> None:
+    not_an_image = tmp_path / "notes.txt"
+    not_an_image.write_text("this is not a photo\n")
+    # What the server says about these bytes, to find it on the page.
+    request = urllib.request.Request(
+        f"{server.base_url}/api/faces",
+        data=not_an_image.read_bytes(),
+        headers={"Content-Type": "text/plain"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as rejected:
+        urllib.request.urlopen(request, timeout=5)
+    with rejected.value as response:
+        status, message = response.code, json.loads(response.read())["error"]["message"]
+    assert status == 415
+
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    driver.find_element("id", "face-file").send_keys(str(not_an_image))
+    shown = wait_for(lambda: alert_text(driver).strip(), 10, "an error in role=alert")
+    assert message in shown
+    assert "415" in shown
+    assert driver.execute_script("return window.facefuse.faceId;") is None
+
+
+def test_offer_refused_by_server_shows_its_message(server: ServerProcess, browser) -> None:
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    # A face id the server never issued: the offer is answered 404 with a JSON error.
+    driver.execute_script("window.facefuse.faceId = 'no-such-face';")
+    driver.find_element("id", "start").click()
+    shown = wait_for(lambda: alert_text(driver).strip(), 15, "an error in role=alert")
+    assert "404" in shown, shown
+    assert "connection failed" in shown.lower(), shown
+    assert driver.execute_script("return window.facefuse.pc;") is None
+    assert driver.find_element("id", "start").is_enabled()
+    assert not live_sessions(server)
+
+
+def test_camera_denied_shows_a_message(server: ServerProcess, browser) -> None:
+    def deny_camera(flags: list[str]) -> list[str]:
+        return ["--use-fake-ui-for-media-stream=deny" if f == "--use-fake-ui-for-media-stream" else f for f in flags]
+
+    driver = browser(deny_camera)
+    driver.get(f"{server.base_url}/")
+    driver.find_element("id", "start").click()
+    shown = wait_for(lambda: alert_text(driver).strip(), 10, "an error in role=alert")
+    assert "denied" in shown.lower(), shown
+    assert "denied" in text_of(driver, "status").lower()
+    assert driver.find_element("id", "start").is_enabled()
+    assert not live_sessions(server)
+
+
+@pytest.mark.skipif(bool(glob.glob("/dev/video*")), reason="this machine has a real camera")
+def test_no_camera_shows_a_message(server: ServerProcess, browser) -> None:
+    def no_fake_camera(flags: list[str]) -> list[str]:
+        return [f for f in flags if not f.startswith(("--use-fake-device-for-media-stream", "--use-file-for-fake"))]
+
+    driver = browser(no_fake_camera)
+    driver.get(f"{server.base_url}/")
+    driver.find_element("id", "start").click()
+    shown = wait_for(lambda: alert_text(driver).strip(), 10, "an error in role=alert")
+    assert "no camera" in shown.lower(), shown
+    assert driver.find_element("id", "start").is_enabled()
+    assert not live_sessions(server)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import time
 from collections import deque
@@ -76,7 +77,7 @@ class FacefuseClient:
             return body
 
     async def upload_face(self, image: bytes, content_type: str = "image/jpeg") -> str:
-        body = await self.request("POST", "/api/faces", data=image, headers={"Content-Type": content_type})
+        body = await self.request("POST", "/api/faces", data=io.BytesIO(image), headers={"Content-Type": content_type})
         return body["id"]
 
     async def connect(

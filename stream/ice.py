@@ -54,7 +54,7 @@ class IceSettings:
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
                 if isinstance(value, str):
-                    raise ValueError(f"{name} must be a sequence of strings, not a str")
+                    raise ValueError(f"{name} must be a sequence of str, not a str")
                 object.__setattr__(self, name, tuple(value))
 
         for host in self.hosts:
@@ -68,7 +68,9 @@ class IceSettings:
                 try:
                     ipaddress.ip_network(cidr, strict=False)
                 except ValueError as exc:
-                    raise ValueError(f"allowed_remote: bad CIDR {cidr!r}: {exc}") from exc
+                    raise ValueError(
+                        f"allowed_remote: bad CIDR {cidr!r}: {exc}"
+                    ) from exc
 
 
 def _check_bindable_address(value: str, field: str) -> None:
@@ -188,7 +190,9 @@ async def _gather(connection: Connection, settings: IceSettings) -> list[Candida
     # connection and also runs the STUN / TURN queries for us.
     per_component = await asyncio.gather(
         *(
-            connection.get_component_candidates(component=component, addresses=addresses)
+            connection.get_component_candidates(
+                component=component, addresses=addresses
+            )
             for component in sorted(connection._components)
         )
     )

@@ -75,11 +75,10 @@ def tune_receiver(
         _JITTER_BUFFER,
         MarkerJitterBuffer(capacity=VIDEO_JITTER_CAPACITY, is_video=True),
     )
-    setattr(
-        receiver,
-        _DECODER_QUEUE,
-        DecoderInputQueue(max_encoded_frames, overflow_event=getattr(receiver, _DECODER_ERROR)),
+    decoder_queue = DecoderInputQueue(
+        max_encoded_frames, overflow_event=getattr(receiver, _DECODER_ERROR)
     )
+    setattr(receiver, _DECODER_QUEUE, decoder_queue)
 
     track = receiver.track
     if track is None:

@@ -71,8 +71,9 @@ def parse_offer(sdp: str) -> None:
     if not any(find_common_codecs(CODECS["video"], m.rtp.codecs) for m in videos):
         offered = sorted({c.mimeType for m in videos for c in m.rtp.codecs})
         raise InvalidSdp(
-            f"no supported video codec offered (offered: {', '.join(offered) or 'none'};"
-            " supported: VP8, H264 constrained baseline)"
+            "no supported video codec offered "
+            f"(offered: {', '.join(offered) or 'none'}; "
+            "supported: VP8, H264 constrained baseline)"
         )
 
 
@@ -160,7 +161,8 @@ def add_bitrate_hints(
     sections = _split_sections(sdp.splitlines())
     out: list[str] = list(sections[0])
     for section in sections[1:]:
-        out += _hint_section(section, hints) if section[0].startswith("m=video") else section
+        is_video = section[0].startswith("m=video")
+        out += _hint_section(section, hints) if is_video else section
     return _join(out, newline, sdp)
 
 

@@ -224,3 +224,35 @@ const grey = (id) => {
 };
 return {local: grey("local-video"), remote: grey("remote-video")};
 """
+
+# The addresses of the ICE candidate pair the browser's transport selected.
+SELECTED_PAIR_JS = """
+const done = arguments[arguments.length - 1];
+const pc = window.facefuse && window.facefuse.pc;
+if (!pc) { done(null); return; }
+pc.getStats().then((report) => {
+  const byId = new Map();
+  report.forEach((s) => byId.set(s.id, s));
+  let pair = null;
+  report.forEach((s) => {
+    if (s.type === "transport" && s.selectedCandidatePairId) pair = byId.get(s.selectedCandidatePairId);
+  });
+  if (!pair) report.forEach((s) => { if (s.type === "candidate-pair" && s.selected) pair = s; });
+  if (!pair) { done(null); return; }
+  const local = byId.get(pair.localCandidateId), remote = byId.get(pair.remoteCandidateId);
+  done({local: local.address || local.ip, remote: remote.address || remote.ip});
+}, (error) => done({error: String(error)}));
+"""
+
+# Wraps the page's fetch so that the answer to /api/offer carries a wrong ICE password: every
+# connectivity check the browser makes then fails, as when no media path exists.
+BREAK_ICE_JS = """
+const originalFetch = window.fetch;
+window.fetch = async (url, init) => {
+  const response = await originalFetch(url, init);
+  if (url !== "/api/offer" || !response.ok) return response;
+  const answer = await response.json();
+  answer.sdp = answer.sdp.replace(/^a=ice-pwd:.*$/gm, "a=ice-pwd:wrongwrongwrongwrongwrong");
+  return new Response(JSON.stringify(answer), {status: 200, headers: {"Content-Type": "application/json"}});
+};
+"""

@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser_support import (
+    BREAK_ICE_JS,
     INBOUND_VIDEO_STATS_JS,
+    SELECTED_PAIR_JS,
     VIDEO_GREY_JS,
     ServerProcess,
     chromium,
@@ -161,6 +163,37 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
     wait_for(lambda: text_of(driver, "status").strip() == "Stopped.", 5, "status says Stopped")
     assert driver.execute_script("return window.facefuse.pc;") is None
     assert alert_text(driver).strip() == ""
+
+
+def test_media_stays_on_loopback(server: ServerProcess, browser) -> None:
+    """streaming.md's network rule: all test traffic, media included, stays on 127.0.0.1."""
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    driver.find_element("id", "start").click()
+    wait_for(
+        lambda: (driver.execute_async_script(INBOUND_VIDEO_STATS_JS) or {}).get("framesDecoded"),
+        15,
+        "first decoded remote frame",
+    )
+    pair = driver.execute_async_script(SELECTED_PAIR_JS)
+    assert pair == {"local": "127.0.0.1", "remote": "127.0.0.1"}, f"selected ICE candidate pair: {pair}"
+    driver.find_element("id", "stop").click()
+    wait_for(lambda: not live_sessions(server), 5, "no live session after Stop")
+
+
+def test_failed_connection_shows_a_message_and_ends_the_session(server: ServerProcess, browser) -> None:
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    driver.execute_script(BREAK_ICE_JS)
+    driver.find_element("id", "start").click()
+    wait_for(lambda: driver.execute_script("return window.facefuse.sessionId;"), 15, "session id")
+    # Chromium gives up on ICE about 15 s after the answer.
+    shown = wait_for(lambda: alert_text(driver).strip(), 30, "an error in role=alert", 0.25)
+    assert "connection to the server failed" in shown.lower(), shown
+    assert "failed" in text_of(driver, "status").lower()
+    assert driver.execute_script("return window.facefuse.pc;") is None
+    assert driver.find_element("id", "start").is_enabled()
+    wait_for(lambda: not live_sessions(server), 5, "the failed session was ended")
 
 
 def test_rejected_upload_shows_the_servers_message(server: ServerProcess, browser, tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_sequence_wraparound() -> None:
                 frames.append(frame)
             seq += 1
     assert [f.timestamp for f in frames] == [1000, 4000, 7000, 10000]
-    assert all(f.data == b"p" + bytes([n]) + b"q" + bytes([n]) for n, f in enumerate(frames))
+    assert [f.data for f in frames] == [b"p%cq%c" % (n, n) for n in range(4)]
 
 
 def test_wraparound_with_reordering_across_zero() -> None:

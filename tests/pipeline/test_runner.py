@@ -1,0 +1,199 @@
+"""The runner thread with small chains of our own (the Chain protocol), real av frames."""
+
+import fractions
+import threading
+import time
+
+import av
+import numpy as np
+import pytest
+
+from pipeline.chain import ChainItem
+from pipeline.chains import UnknownChain, create_chain
+from pipeline.runner import BatchRunner, FrameResult
+from pipeline.settings import PipelineSettings
+
+import torch
+
+
+def make_frame(value: int, pts: int = 0, width: int = 64, height: int = 48) -> av.VideoFrame:
+    image = np.full((height * 3 // 2, width), value, np.uint8)
+    frame = av.VideoFrame.from_ndarray(image, format="yuv420p")
+    frame.pts = pts
+    frame.time_base = fractions.Fraction(1, 90000)
+    return frame
+
+
+class RecordingChain:
+    """Adds 1 to every pixel, remembers batch sizes; can be told to fail."""
+
+    name = "recording"
+
+    def __init__(self, fail_batch: bool = False, fail_session: str | None = None, delay: float = 0.0) -> None:
+        self.batches: list[list[str]] = []
+        self.forgotten: list[str] = []
+        self.fail_batch = fail_batch
+        self.fail_session = fail_session
+        self.delay = delay
+
+    def warm_up(self) -> None:
+        pass
+
+    def run(self, batch: list[ChainItem]):
+        self.batches.append([item.session_id for item in batch])
+        time.sleep(self.delay)
+        if self.fail_batch:
+            raise RuntimeError("model exploded")
+        return [
+            ValueError("bad face") if item.session_id == self.fail_session else item.image + 1
+            for item in batch
+        ]
+
+    def forget_session(self, session_id: str) -> None:
+        self.forgotten.append(session_id)
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.results: list[FrameResult] = []
+        self.event = threading.Event()
+
+    def __call__(self, result: FrameResult) -> None:
+        self.results.append(result)
+        self.event.set()
+
+    def wait(self, count: int = 1, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.results) < count:
+            assert time.monotonic() < deadline, f"only {len(self.results)} of {count} results"
+            self.event.wait(0.05)
+            self.event.clear()
+
+
+@pytest.fixture
+def runner_factory():
+    runners = []
+
+    def make(chain, **settings) -> BatchRunner:
+        runner = BatchRunner(chain, PipelineSettings(**settings))
+        runner.start()
+        runners.append(runner)
+        return runner
+
+    yield make
+    for runner in runners:
+        runner.stop()
+        assert not runner.running
+
+
+def test_processed_frame_keeps_timing(runner_factory):
+    chain = RecordingChain()
+    runner = runner_factory(chain)
+    inbox = Inbox()
+    runner.add_session("a", inbox)
+    runner.submit("a", make_frame(10, pts=3000), arrived=time.monotonic())
+    inbox.wait()
+    result = inbox.results[0]
+    assert result.processed and result.error is None
+    assert result.frame.pts == 3000 and result.frame.time_base == fractions.Fraction(1, 90000)
+    assert int(result.frame.to_ndarray(format="yuv420p")[0, 0]) == 11
+
+
+def test_failed_batch_passes_frames_through(runner_factory):
+    runner = runner_factory(RecordingChain(fail_batch=True))
+    inbox = Inbox()
+    runner.add_session("a", inbox)
+    frame = make_frame(10)
+    runner.submit("a", frame, arrived=time.monotonic())
+    inbox.wait()
+    assert inbox.results[0].frame is frame
+    assert not inbox.results[0].processed and "model exploded" in inbox.results[0].error
+    assert runner.stats()["failed_frames"] == 1
+
+
+def test_a_failed_frame_fails_only_itself(runner_factory):
+    runner = runner_factory(RecordingChain(fail_session="b", delay=0.05), max_wait_ms=50)
+    inboxes = {name: Inbox() for name in "ab"}
+    for name, inbox in inboxes.items():
+        runner.add_session(name, inbox)
+    for name in "ab":
+        runner.submit(name, make_frame(10), arrived=time.monotonic())
+    for inbox in inboxes.values():
+        inbox.wait()
+    assert inboxes["a"].results[0].processed
+    assert not inboxes["b"].results[0].processed and "bad face" in inboxes["b"].results[0].error
+
+
+def test_sessions_are_batched_and_get_their_own_frames(runner_factory):
+    chain = RecordingChain()
+    runner = runner_factory(chain, max_wait_ms=200)
+    inboxes = {name: Inbox() for name in "ab"}
+    for name, inbox in inboxes.items():
+        runner.add_session(name, inbox)
+    runner.submit("a", make_frame(10), arrived=time.monotonic())
+    runner.submit("b", make_frame(50), arrived=time.monotonic())
+    for inbox in inboxes.values():
+        inbox.wait()
+    assert sorted(chain.batches[0]) == ["a", "b"]
+    assert int(inboxes["a"].results[0].frame.to_ndarray(format="yuv420p")[0, 0]) == 11
+    assert int(inboxes["b"].results[0].frame.to_ndarray(format="yuv420p")[0, 0]) == 51
+    assert runner.stats()["batch_sizes"] == {"2": 1}
+
+
+def test_newest_frame_wins_while_the_chain_is_busy(runner_factory):
+    chain = RecordingChain(delay=0.2)
+    runner = runner_factory(chain)
+    inbox = Inbox()
+    runner.add_session("a", inbox)
+    runner.submit("a", make_frame(1, pts=1), arrived=time.monotonic())
+    time.sleep(0.05)  # frame 1 is in the chain now
+    assert runner.submit("a", make_frame(2, pts=2), arrived=time.monotonic()) is None
+    replaced = runner.submit("a", make_frame(3, pts=3), arrived=time.monotonic())
+    assert replaced is not None and replaced.pts == 2
+    inbox.wait(2)
+    assert [result.frame.pts for result in inbox.results] == [1, 3]
+
+
+def test_removed_session_gets_nothing_and_is_forgotten(runner_factory):
+    chain = RecordingChain(delay=0.2)
+    runner = runner_factory(chain)
+    inbox = Inbox()
+    runner.add_session("a", inbox)
+    runner.submit("a", make_frame(1), arrived=time.monotonic())
+    time.sleep(0.05)
+    runner.remove_session("a")
+    time.sleep(0.3)
+    assert inbox.results == []
+    assert chain.forgotten == ["a"]
+    with pytest.raises(KeyError):
+        runner.submit("a", make_frame(1), arrived=time.monotonic())
+
+
+def test_fps_cap_limits_delivered_frames(runner_factory):
+    runner = runner_factory(RecordingChain())
+    inbox = Inbox()
+    runner.add_session("a", inbox, fps_cap=10)
+    start = time.monotonic()
+    while time.monotonic() - start < 1.0:
+        runner.submit("a", make_frame(1), arrived=time.monotonic())
+        time.sleep(1 / 60)
+    time.sleep(0.05)
+    assert 8 <= len(inbox.results) <= 12
+
+
+def test_chains_by_name():
+    cpu = torch.device("cpu")
+    assert create_chain("passthrough", cpu).name == "passthrough"
+    fixed = create_chain("fixed-cost:100:2", cpu)
+    assert (fixed.batch_ms, fixed.frame_ms) == (100, 2)
+    for bad in ("nope", "fixed-cost:1", "fixed-cost:a:b", "passthrough:3"):
+        with pytest.raises(UnknownChain):
+            create_chain(bad, cpu)
+
+
+def test_invert_chain_inverts_each_size():
+    chain = create_chain("invert", torch.device("cpu"))
+    small, large = np.full((6, 4), 10, np.uint8), np.full((12, 8), 200, np.uint8)
+    out = chain.run([ChainItem("a", small), ChainItem("b", large), ChainItem("c", small)])
+    assert [o.shape for o in out] == [(6, 4), (12, 8), (6, 4)]
+    assert out[0][0, 0] == 245 and out[1][0, 0] == 55 and out[2][0, 0] == 245

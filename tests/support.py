@@ -1,0 +1,57 @@
+"""Shared test helpers: real face photos and an in-process server on a free port."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import av
+import numpy as np
+from aiohttp import web
+
+from pipeline.settings import PipelineSettings
+from signaling.app import create_app
+from signaling.settings import ServerSettings
+from stream.ice import IceSettings
+from stream.settings import StreamSettings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FACES_DIR = (REPO_ROOT / ".." / "shared" / "testdata" / "faces").resolve()
+
+
+def face_path(name: str) -> Path:
+    """A real face photograph from ../shared/testdata/faces (read-only)."""
+    path = FACES_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"test face {name!r} not found in {FACES_DIR}")
+    return path
+
+
+def face_rgb(name: str) -> np.ndarray:
+    with av.open(str(face_path(name))) as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
+@contextlib.asynccontextmanager
+async def running_server(settings: ServerSettings) -> AsyncIterator[tuple[str, web.Application]]:
+    """The real app on 127.0.0.1 and a free port, in this event loop; yields (base_url, app)."""
+    app = create_app(settings)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        await runner.cleanup()
+
+
+def loopback_settings(chain: str = "passthrough", *, stream: dict[str, object] | None = None, **pipeline: object) -> ServerSettings:
+    """Server settings for tests: media on 127.0.0.1 only, CPU."""
+    return ServerSettings(
+        stream=StreamSettings(ice=IceSettings(hosts=("127.0.0.1",)), **(stream or {})),
+        pipeline=dataclasses.replace(PipelineSettings(chain=chain, device="cpu"), **pipeline),
+    )

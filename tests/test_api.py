@@ -1,0 +1,136 @@
+"""The HTTP API's answers, statuses and error bodies, against the real app."""
+
+import io
+
+import aiohttp
+import av
+import pytest
+
+from signaling.client import FacefuseClient, ServerError
+from support import face_path, face_rgb, loopback_settings, running_server
+
+
+@pytest.fixture
+async def api():
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client:
+            yield client
+
+
+async def expect_error(call, status: int, code: str | None = None) -> ServerError:
+    with pytest.raises(ServerError) as caught:
+        await call
+    assert caught.value.status == status, caught.value
+    if code is not None:
+        assert caught.value.code == code
+    assert caught.value.message  # a message a person can read
+    return caught.value
+
+
+def encode(rgb, codec: str) -> bytes:
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="image2pipe") as output:
+        stream = output.add_stream(codec)
+        stream.height, stream.width = rgb.shape[:2]
+        stream.pix_fmt = "rgb24" if codec == "png" else "yuv420p"
+        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format=stream.pix_fmt)
+        for packet in [*stream.encode(frame), *stream.encode()]:
+            output.mux(packet)
+    return buffer.getvalue()
+
+
+async def test_health(api):
+    health = await api.request("GET", "/healthz")
+    assert health["status"] == "ok" and health["chain"] == "passthrough" and health["device"] == "cpu"
+
+
+@pytest.mark.parametrize("codec", ["png", "webp"])
+async def test_upload_png_and_webp(api, codec):
+    rgb = face_rgb("biden.jpg")[:400, :300].copy()
+    face_id = await api.upload_face(encode(rgb, codec), f"image/{codec}")
+    face = await api.request("GET", f"/api/faces/{face_id}")
+    assert (face["width"], face["height"], face["format"]) == (300, 400, codec)
+
+
+async def test_upload_get_delete(api):
+    face_id = await api.upload_face(face_path("obama.jpg").read_bytes())
+    face = await api.request("GET", f"/api/faces/{face_id}")
+    assert (face["width"], face["height"], face["format"]) == (910, 1137, "jpeg")
+    await api.request("DELETE", f"/api/faces/{face_id}")
+    await expect_error(api.request("GET", f"/api/faces/{face_id}"), 404, "face_not_found")
+    await expect_error(api.request("DELETE", f"/api/faces/{face_id}"), 404)
+
+
+async def test_multipart_upload(api):
+    form = aiohttp.FormData()
+    form.add_field("image", face_path("biden.jpg").read_bytes(), filename="biden.jpg", content_type="image/jpeg")
+    body = await api.request("POST", "/api/faces", data=form)
+    assert body["format"] == "jpeg"
+    empty = aiohttp.FormData()
+    empty.add_field("other", b"x", filename="x.bin")
+    await expect_error(api.request("POST", "/api/faces", data=empty), 400, "missing_image")
+
+
+async def test_oversized_upload_is_413(api):
+    huge = b"\xff\xd8\xff" + bytes(11 * 1024 * 1024)
+    await expect_error(api.upload_face(huge), 413)
+
+    async def chunks():  # no Content-Length: the limit holds while streaming
+        for _ in range(12):
+            yield bytes(1024 * 1024)
+
+    await expect_error(api.request("POST", "/api/faces", data=chunks()), 413)
+
+
+async def test_not_an_image_is_415(api):
+    await expect_error(api.upload_face(b"just some text, not a picture", "text/plain"), 415, "unsupported_media_type")
+
+
+async def test_corrupt_image_is_400(api):
+    await expect_error(api.upload_face(b"\xff\xd8\xff\xe0" + bytes(2000)), 400, "unreadable_image")
+
+
+async def test_empty_upload_is_400(api):
+    await expect_error(api.upload_face(b""), 400, "empty_body")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"sdp": "not an sdp", "type": "offer"},
+        {"sdp": "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n", "type": "offer"},
+        {"sdp": "", "type": "offer"},
+        {"sdp": "v=0", "type": "answer"},
+        {"type": "offer"},
+        ["not", "an", "object"],
+        {"sdp": "v=0", "type": "offer", "options": "fast"},
+    ],
+)
+async def test_malformed_offer_is_400(api, body):
+    await expect_error(api.request("POST", "/api/offer", json=body), 400)
+    assert (await api.request("GET", "/api/sessions"))["sessions"] == []
+
+
+async def test_invalid_json_is_400(api):
+    await expect_error(api.request("POST", "/api/offer", data=b"{nope", headers={"Content-Type": "application/json"}), 400, "invalid_json")
+
+
+async def test_unknown_face_is_404(api):
+    await expect_error(api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "face_id": "nobody"}), 404, "face_not_found")
+
+
+async def test_unknown_session_is_404(api):
+    await expect_error(api.request("GET", "/api/sessions/nope"), 404, "session_not_found")
+    await expect_error(api.request("DELETE", "/api/sessions/nope"), 404, "session_not_found")
+
+
+async def test_unknown_route_and_method_are_json(api):
+    await expect_error(api.request("GET", "/api/nothing"), 404)
+    error = await expect_error(api.request("PUT", "/api/faces/x"), 405)
+    assert error.code == "method_not_allowed"
+
+
+async def test_index_page_is_served(api):
+    async with api._http.get(api.base_url + "/") as response:
+        assert response.status == 200
+        assert "<video" in await response.text()

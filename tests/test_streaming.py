@@ -1,0 +1,132 @@
+"""Streaming behaviour through the real server: bounded latency, batching, clean teardown."""
+
+import asyncio
+import gc
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from signaling.client import FacefuseClient, ReceivedFrame
+from stream.frame_stamp import read_stamp, split_value
+from stream.image_track import ImageTrack
+from support import face_rgb, loopback_settings, running_server
+
+
+async def wait_for(predicate, timeout: float, step: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(step)
+
+
+class LatencyLog:
+    """End-to-end latency per received frame, from the stamp each sent frame carries."""
+
+    def __init__(self, source: ImageTrack) -> None:
+        self.source = source
+        self.samples: list[tuple[float, float]] = []  # (arrival time, latency ms)
+        self.tags: set[int] = set()
+
+    def __call__(self, received: ReceivedFrame) -> None:
+        stamp = read_stamp(received.frame)
+        assert stamp is not None
+        tag, index = split_value(stamp[0])
+        self.tags.add(tag)
+        sent = self.source.sent_at.get(index)
+        if sent is not None:
+            self.samples.append((received.at, (received.at - sent) * 1000))
+
+    def p90(self, start: float, end: float) -> float:
+        values = [latency for at, latency in self.samples if start <= at < end]
+        assert len(values) >= 5, f"only {len(values)} frames between {start:.1f} and {end:.1f}"
+        return float(np.percentile(values, 90))
+
+
+@pytest.mark.slow
+async def test_slow_chain_keeps_latency_bounded_and_drops_fps():
+    """A 100 ms chain: fps falls to what the chain allows, latency does not grow."""
+    async with running_server(loopback_settings("fixed-cost:100:0")) as (url, app):
+        async with FacefuseClient(url) as client:
+            source = ImageTrack(face_rgb("obama.jpg"), tag=1)
+            log = LatencyLog(source)
+            session = await client.connect(source, on_frame=log)
+            try:
+                start = time.monotonic()
+                await asyncio.sleep(12)
+                early, late = log.p90(start + 3, start + 5), log.p90(start + 10, start + 12)
+                stats = await client.request("GET", f"/api/sessions/{session.session_id}")
+                print(f"p90 latency 3-5 s: {early:.0f} ms, 10-12 s: {late:.0f} ms; stats {stats}")
+                assert late < 300, "latency stays bounded"
+                assert late < early + 60, "latency does not grow"
+                assert 6 <= stats["fps_out"] <= 11, "fps drops to what a 100 ms chain allows"
+                assert stats["fps_in"] >= 25
+                assert stats["frames_dropped"] > stats["frames_out"], "the newest frame wins; older ones are dropped"
+            finally:
+                await session.close()
+
+
+async def test_two_sessions_share_batches_and_keep_their_own_frames():
+    settings = loopback_settings("fixed-cost:20:0", max_wait_ms=15)
+    async with running_server(settings) as (url, app):
+        async with FacefuseClient(url) as client:
+            sources = [ImageTrack(face_rgb(name), tag=tag) for tag, name in ((1, "obama.jpg"), (2, "biden.jpg"))]
+            logs = [LatencyLog(source) for source in sources]
+            sessions = [await client.connect(source, on_frame=log) for source, log in zip(sources, logs)]
+            try:
+                await wait_for(lambda: all(len(log.samples) >= 60 for log in logs), timeout=20)
+                assert logs[0].tags == {1} and logs[1].tags == {2}, "each session gets only its own frames"
+                health = await client.request("GET", "/healthz")
+                assert health["scheduler"]["batch_sizes"].get("2", 0) > 10, health["scheduler"]
+            finally:
+                for session in sessions:
+                    await session.close()
+
+
+def own_threads() -> list[str]:
+    """Threads other than the event loop's default executor (a bounded pool that grows lazily)."""
+    return sorted(t.name for t in threading.enumerate() if not t.name.startswith("asyncio_"))
+
+
+def rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.slow
+async def test_connect_disconnect_cycles_leave_nothing_behind():
+    settings = loopback_settings(stream={"idle_timeout_s": 5.0})
+    async with running_server(settings) as (url, app):
+        async with FacefuseClient(url) as client:
+            photo = face_rgb("obama.jpg")
+
+            async def cycle(number: int) -> None:
+                session = await client.connect(ImageTrack(photo, width=320, height=240), codec="VP8" if number % 2 else "H264")
+                await wait_for(lambda: session.frames_received >= 3, timeout=10)
+                if number % 2:
+                    await client.request("DELETE", f"/api/sessions/{session.session_id}")
+                await session.close()
+                await wait_for(lambda: not app_sessions(), timeout=10)
+
+            def app_sessions():
+                from signaling.app_keys import SESSIONS
+
+                return app[SESSIONS].all()
+
+            for number in range(5):  # warm-up: pools and caches fill once
+                await cycle(number)
+            gc.collect()
+            tasks, threads, memory = len(asyncio.all_tasks()), own_threads(), rss_mb()
+            for number in range(5, 50):
+                await cycle(number)
+            await asyncio.sleep(0.5)
+            gc.collect()
+            print(f"tasks {tasks} -> {len(asyncio.all_tasks())}, threads {threads} -> {own_threads()}, RSS {memory:.0f} -> {rss_mb():.0f} MB")
+            assert app_sessions() == []
+            assert len(asyncio.all_tasks()) <= tasks
+            assert own_threads() == threads, "no decoder, runner or other thread is left behind"
+            assert rss_mb() - memory < 40, "memory does not grow with sessions"
+            health = await client.request("GET", "/healthz")
+            assert health["scheduler"]["sessions"] == 0

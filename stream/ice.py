@@ -139,6 +139,8 @@ async def restrict_gathering(pc: RTCPeerConnection, settings: IceSettings) -> No
     Each not-yet-gathered ICE connection gets its candidates here and is marked
     as gathered, so aiortc's own gather() in setLocalDescription() is a no-op
     for it. With no hosts and no public_address, aiortc gathers as usual.
+    Raises RuntimeError when a connection gets no candidate at all (e.g. a
+    host address that is not on this machine).
     """
     if not settings.hosts and settings.public_address is None:
         return
@@ -198,7 +200,8 @@ async def _gather(connection: Connection, settings: IceSettings) -> list[Candida
     )
     candidates = [c for group in per_component for c in group]
     if not candidates:
-        logger.warning("no ICE candidate could be gathered on %s", addresses)
+        # aiortc would otherwise answer without candidates and never connect
+        raise RuntimeError(f"no ICE candidate could be gathered on {addresses}")
     if settings.public_address is not None:
         candidates = _advertise_public(candidates, settings.public_address)
     return candidates

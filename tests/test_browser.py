@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
+
 from browser_support import (
     BREAK_ICE_JS,
     INBOUND_VIDEO_STATS_JS,
@@ -47,21 +49,19 @@ def wait_for(condition: Callable[[], object], timeout: float, message: str, inte
         time.sleep(interval)
 
 
-def live_sessions(server: ServerProcess) -> list:
-    """The sessions `GET /api/sessions` lists (a JSON list, or an object holding one)."""
+def live_sessions(server: ServerProcess) -> list[dict]:
+    """The sessions `GET /api/sessions` lists that are not closed."""
     status, body = http_json("GET", f"{server.base_url}/api/sessions")
     assert status == 200, body
-    if isinstance(body, dict):
-        body = body.get("sessions", [])
-    assert isinstance(body, list), body
-    return body
+    assert isinstance(body, dict) and isinstance(body.get("sessions"), list), body
+    return [session for session in body["sessions"] if session.get("state") != "closed"]
 
 
-def text_of(driver, element_id: str) -> str:
+def text_of(driver: WebDriver, element_id: str) -> str:
     return driver.execute_script("return document.getElementById(arguments[0]).textContent;", element_id)
 
 
-def alert_text(driver) -> str:
+def alert_text(driver: WebDriver) -> str:
     return driver.execute_script(
         "return Array.from(document.querySelectorAll('[role=alert]')).map((e) => e.textContent).join(' ');"
     )
@@ -87,13 +87,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     assert exit_code == 0, f"server did not exit cleanly on SIGTERM (code {exit_code}):\n{process.log_tail()}"
 
 
+OpenBrowser = Callable[..., WebDriver]
+
+
 @pytest.fixture
-def browser(camera_clip: Path, tmp_path: Path):
-    """A factory: browser(flags_edit=None) opens a headless Chromium, quit at teardown."""
+def browser(camera_clip: Path, tmp_path: Path) -> Iterator[OpenBrowser]:
+    """A factory: browser(edit=None) opens a headless Chromium with the standard flags (or
+    `edit(flags)`), on the fake camera clip and a fresh profile; every one is quit at teardown."""
     counter = itertools.count()
     with contextlib.ExitStack() as stack:
 
-        def open_browser(edit: Callable[[list[str]], list[str]] | None = None):
+        def open_browser(edit: Callable[[list[str]], list[str]] | None = None) -> WebDriver:
             profile = tmp_path / f"chromium-profile-{next(counter)}"
             profile.mkdir()
             flags = chromium_flags(camera_clip, profile)
@@ -107,12 +111,12 @@ def browser(camera_clip: Path, tmp_path: Path):
 # ---- tests -----------------------------------------------------------------------------------
 
 
-def test_camera_to_server_and_back_shows_processed_video_and_stats(server: ServerProcess, browser) -> None:
+def test_camera_to_server_and_back_shows_processed_video_and_stats(server: ServerProcess, browser: OpenBrowser) -> None:
     driver = browser()
     driver.get(f"{server.base_url}/")
 
     driver.find_element("id", "face-file").send_keys(str(face_path("biden.jpg")))
-    wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "face upload")
+    face_id = wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "face upload")
     assert alert_text(driver).strip() == ""
 
     driver.find_element("id", "start").click()
@@ -120,6 +124,8 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
         lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session id"
     )
     assert driver.execute_script("return window.facefuse.sessionId;") == session_id
+    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
+    assert status == 200 and snapshot["face_id"] == face_id, snapshot
 
     # Decoded remote frames keep coming.
     first = wait_for(
@@ -165,7 +171,7 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
     assert alert_text(driver).strip() == ""
 
 
-def test_media_stays_on_loopback(server: ServerProcess, browser) -> None:
+def test_media_stays_on_loopback(server: ServerProcess, browser: OpenBrowser) -> None:
     """streaming.md's network rule: all test traffic, media included, stays on 127.0.0.1."""
     driver = browser()
     driver.get(f"{server.base_url}/")
@@ -181,7 +187,7 @@ def test_media_stays_on_loopback(server: ServerProcess, browser) -> None:
     wait_for(lambda: not live_sessions(server), 5, "no live session after Stop")
 
 
-def test_failed_connection_shows_a_message_and_ends_the_session(server: ServerProcess, browser) -> None:
+def test_failed_connection_shows_a_message_and_ends_the_session(server: ServerProcess, browser: OpenBrowser) -> None:
     driver = browser()
     driver.get(f"{server.base_url}/")
     driver.execute_script(BREAK_ICE_JS)
@@ -196,7 +202,7 @@ def test_failed_connection_shows_a_message_and_ends_the_session(server: ServerPr
     wait_for(lambda: not live_sessions(server), 5, "the failed session was ended")
 
 
-def test_rejected_upload_shows_the_servers_message(server: ServerProcess, browser, tmp_path: Path) -> None:
+def test_rejected_upload_shows_the_servers_message(server: ServerProcess, browser: OpenBrowser, tmp_path: Path) -> None:
     not_an_image = tmp_path / "notes.txt"
     not_an_image.write_text("this is not a photo\n")
     # What the server says about these bytes, to find it on the page.
@@ -221,7 +227,7 @@ def test_rejected_upload_shows_the_servers_message(server: ServerProcess, browse
     assert driver.execute_script("return window.facefuse.faceId;") is None
 
 
-def test_offer_refused_by_server_shows_its_message(server: ServerProcess, browser) -> None:
+def test_offer_refused_by_server_shows_its_message(server: ServerProcess, browser: OpenBrowser) -> None:
     driver = browser()
     driver.get(f"{server.base_url}/")
     # A face id the server never issued: the offer is answered 404 with a JSON error.
@@ -235,7 +241,7 @@ def test_offer_refused_by_server_shows_its_message(server: ServerProcess, browse
     assert not live_sessions(server)
 
 
-def test_camera_denied_shows_a_message(server: ServerProcess, browser) -> None:
+def test_camera_denied_shows_a_message(server: ServerProcess, browser: OpenBrowser) -> None:
     def deny_camera(flags: list[str]) -> list[str]:
         return ["--use-fake-ui-for-media-stream=deny" if f == "--use-fake-ui-for-media-stream" else f for f in flags]
 
@@ -250,7 +256,7 @@ def test_camera_denied_shows_a_message(server: ServerProcess, browser) -> None:
 
 
 @pytest.mark.skipif(bool(glob.glob("/dev/video*")), reason="this machine has a real camera")
-def test_no_camera_shows_a_message(server: ServerProcess, browser) -> None:
+def test_no_camera_shows_a_message(server: ServerProcess, browser: OpenBrowser) -> None:
     def no_fake_camera(flags: list[str]) -> list[str]:
         return [f for f in flags if not f.startswith(("--use-fake-device-for-media-stream", "--use-file-for-fake"))]
 

@@ -130,3 +130,28 @@ async def test_connect_disconnect_cycles_leave_nothing_behind():
             assert rss_mb() - memory < 40, "memory does not grow with sessions"
             health = await client.request("GET", "/healthz")
             assert health["scheduler"]["sessions"] == 0
+
+
+class StallingTrack(ImageTrack):
+    """Sends a few frames, then never another: a peer that stopped sending."""
+
+    async def recv(self):
+        if self._index >= 10:
+            await asyncio.Event().wait()
+        return await super().recv()
+
+
+async def test_a_peer_that_stops_sending_is_closed_after_the_idle_timeout():
+    from signaling.app_keys import SESSIONS
+
+    async with running_server(loopback_settings(stream={"idle_timeout_s": 1.5})) as (url, app):
+        async with FacefuseClient(url) as client:
+            session = await client.connect(StallingTrack(face_rgb("obama.jpg"), width=320, height=240))
+            server_session = app[SESSIONS].get(session.session_id)
+            await wait_for(lambda: session.frames_received >= 3, timeout=10)
+            started = time.monotonic()
+            await wait_for(lambda: server_session.state == "closed", timeout=6)
+            assert server_session.close_reason == "no video for 1.5 s"
+            assert time.monotonic() - started < 4
+            assert app[SESSIONS].all() == []
+            await session.close()

@@ -137,6 +137,13 @@ async def test_empty_settings_leave_gathering_to_aiortc(pc: RTCPeerConnection) -
     assert gatherer.getLocalCandidates() == []
 
 
+async def test_unusable_host_is_an_error(pc: RTCPeerConnection) -> None:
+    pc.addTransceiver("video")
+    # TEST-NET-1: not an address of this machine, so bind() fails; no traffic
+    with pytest.raises(RuntimeError, match="no ICE candidate"):
+        await restrict_gathering(pc, IceSettings(hosts=("192.0.2.1",)))
+
+
 async def test_public_address_advertised_with_the_host_port(
     pc: RTCPeerConnection,
 ) -> None:

@@ -161,7 +161,7 @@ async def run_pair(mime: str) -> None:
         assert isinstance(receiver.track._queue, LatestFramesQueue)
 
         frames = await count_frames(
-            client_transceiver.receiver.track, until=time.monotonic() + 4.0
+            client_transceiver.receiver.track, until=time.monotonic() + 2.5
         )
 
         # frames made it client -> server -> client at close to 30 fps

@@ -1,0 +1,109 @@
+"""`facefuse serve`: flags and environment, start-up errors, clean shutdown on signals."""
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from signaling.cli import build_parser, main, settings_from_args
+from signaling.client import FacefuseClient
+from stream.image_track import ImageTrack
+from support import face_rgb
+
+FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
+
+
+def test_flags_build_each_section():
+    args = build_parser().parse_args(
+        ["serve", "--port", "9000", "--ice-host", "127.0.0.1", "--ice-host", "10.0.0.5", "--chain", "invert",
+         "--max-batch", "4", "--max-wait-ms", "2.5", "--device", "cpu", "--ice-server", "stun:stun.example.org:3478"]
+    )
+    settings = settings_from_args(args)
+    assert settings.http.port == 9000
+    assert settings.stream.ice.hosts == ("127.0.0.1", "10.0.0.5")
+    assert settings.stream.ice.servers == ("stun:stun.example.org:3478",)
+    assert (settings.pipeline.chain, settings.pipeline.max_batch, settings.pipeline.max_wait_ms) == ("invert", 4, 2.5)
+
+
+def test_environment_sets_defaults_and_flags_win(monkeypatch):
+    monkeypatch.setenv("FACEFUSE_PORT", "9100")
+    monkeypatch.setenv("FACEFUSE_ICE_HOST", "127.0.0.1, 192.168.1.2")
+    monkeypatch.setenv("FACEFUSE_MAX_WAIT_MS", "3")
+    settings = settings_from_args(build_parser().parse_args(["serve", "--max-wait-ms", "1"]))
+    assert settings.http.port == 9100
+    assert settings.stream.ice.hosts == ("127.0.0.1", "192.168.1.2")
+    assert settings.pipeline.max_wait_ms == 1
+
+
+def test_no_stun_server_by_default():
+    settings = settings_from_args(build_parser().parse_args(["serve"]))
+    assert settings.stream.ice.servers == ()
+
+
+@pytest.mark.parametrize("argv", [["serve", "--device", "tpu"], ["serve", "--max-batch", "0"], ["serve", "--port", "x"]])
+def test_bad_values_are_refused_before_starting(argv, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(*extra: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [FACEFUSE, "serve", "--port", str(port), "--ice-host", "127.0.0.1", "--device", "cpu", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    return process, f"http://127.0.0.1:{port}"
+
+
+async def wait_healthy(client: FacefuseClient, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, process.communicate()[0]
+        try:
+            await client.request("GET", "/healthz")
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "server did not become healthy"
+            await asyncio.sleep(0.2)
+
+
+def test_unknown_chain_fails_at_start_with_a_message():
+    process, _ = start_server("--chain", "nosuch")
+    output, _ = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert "unknown chain 'nosuch'" in output
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_signal_stops_the_server_cleanly_with_a_live_session(sig):
+    process, url = start_server()
+    try:
+        async with FacefuseClient(url) as client:
+            await wait_healthy(client, process)
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            deadline = time.monotonic() + 10
+            while session.frames_received < 5:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            process.send_signal(sig)
+            output, _ = await asyncio.to_thread(process.communicate, timeout=15)
+            await session.close()
+        assert process.returncode == 0, output
+        assert "closing: server shutting down" in output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -48,9 +48,10 @@ def tune_receiver(
 ) -> None:
     """Tune one video receiver; audio receivers are left untouched.
 
-    Call right after `await pc.setRemoteDescription(...)`. Raises RuntimeError
-    when the receiver has already started (its decoder thread holds the old
-    queues by then, so swapping them would silently do nothing).
+    Call right after `await pc.setRemoteDescription(...)`. Calling it again on
+    a tuned receiver does nothing. Raises RuntimeError when an untuned receiver
+    has already started (its decoder thread holds the old queues by then, so
+    swapping them would silently do nothing).
     """
     for name in (_JITTER_BUFFER, _DECODER_QUEUE, _DECODER_ERROR, _STARTED, _KIND):
         if not hasattr(receiver, name):
@@ -62,6 +63,10 @@ def tune_receiver(
     if kind != "video":
         # Bounding an audio queue to a couple of frames would chop the sound.
         logger.debug("leaving %s receiver untouched", kind)
+        return
+
+    if isinstance(getattr(receiver, _JITTER_BUFFER), MarkerJitterBuffer):
+        # already tuned (e.g. called again on renegotiation): nothing to do
         return
 
     if getattr(receiver, _STARTED) or getattr(receiver, _DECODER_THREAD, None):

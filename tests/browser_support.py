@@ -225,22 +225,30 @@ const grey = (id) => {
 return {local: grey("local-video"), remote: grey("remote-video")};
 """
 
-# The addresses of the ICE candidate pair the browser's transport selected.
-SELECTED_PAIR_JS = """
+# Every ICE candidate pair the browser knows: addresses, state, whether the transport selected it,
+# and the bytes it carried.
+CANDIDATE_PAIRS_JS = """
 const done = arguments[arguments.length - 1];
 const pc = window.facefuse && window.facefuse.pc;
 if (!pc) { done(null); return; }
 pc.getStats().then((report) => {
   const byId = new Map();
   report.forEach((s) => byId.set(s.id, s));
-  let pair = null;
+  const selected = new Set();
   report.forEach((s) => {
-    if (s.type === "transport" && s.selectedCandidatePairId) pair = byId.get(s.selectedCandidatePairId);
+    if (s.type === "transport" && s.selectedCandidatePairId) selected.add(s.selectedCandidatePairId);
   });
-  if (!pair) report.forEach((s) => { if (s.type === "candidate-pair" && s.selected) pair = s; });
-  if (!pair) { done(null); return; }
-  const local = byId.get(pair.localCandidateId), remote = byId.get(pair.remoteCandidateId);
-  done({local: local.address || local.ip, remote: remote.address || remote.ip});
+  const pairs = [];
+  report.forEach((s) => {
+    if (s.type !== "candidate-pair") return;
+    const local = byId.get(s.localCandidateId), remote = byId.get(s.remoteCandidateId);
+    pairs.push({
+      local: local.address || local.ip, remote: remote.address || remote.ip, state: s.state,
+      selected: selected.has(s.id) || s.selected === true,
+      bytes: (s.bytesSent || 0) + (s.bytesReceived || 0),
+    });
+  });
+  done(pairs);
 }, (error) => done({error: String(error)}));
 """
 

@@ -24,6 +24,8 @@ class _Session:
     pending_since: float | None = None
     in_flight: int = 0
     next_due: float | None = None  # earliest start allowed by the fps cap
+    last_arrival: float | None = None
+    arrival_interval: float | None = None  # smoothed time between the session's frames
 
 
 class BatchPolicy:
@@ -58,6 +60,11 @@ class BatchPolicy:
         session = self._sessions[session_id]
         if session.pending_since is None:
             session.pending_since = now
+        if session.last_arrival is not None:
+            gap = now - session.last_arrival
+            previous = session.arrival_interval
+            session.arrival_interval = gap if previous is None else 0.8 * previous + 0.2 * gap
+        session.last_arrival = now
 
     def frame_done(self, session_id: str) -> None:
         session = self._sessions.get(session_id)
@@ -93,16 +100,22 @@ class BatchPolicy:
         return Decision(tuple(session_id for session_id, _ in chosen), 0.0 if len(ready) > len(chosen) else wake_in)
 
     def _others_could_join(self, ready: list[tuple[str, _Session]], deadline: float) -> bool:
-        """Whether waiting can grow the batch: some other session may deliver a frame in time.
+        """Whether waiting can grow the batch: another session's next frame is expected in time.
 
-        With every session already in, waiting only adds latency, so the batch goes at once.
+        A session that was just served is a frame interval away from its next frame;
+        waiting for it would only add latency, so the batch goes at once.
         """
         chosen = {session_id for session_id, _ in ready}
         for session_id, session in self._sessions.items():
             if session_id in chosen or session.in_flight >= self.max_in_flight:
                 continue
             due_in = self._due_in(session, deadline)
-            if due_in is not None and due_in <= 0:
+            if due_in is None or due_in > 0:
+                continue
+            if session.last_arrival is None or session.arrival_interval is None:
+                continue  # no rhythm known yet: nothing to wait for
+            expected = session.last_arrival + session.arrival_interval
+            if expected - self._tolerance(session.arrival_interval) <= deadline:
                 return True
         return False
 

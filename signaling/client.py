@@ -21,7 +21,9 @@ import av
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from stream.ice import IceSettings, restrict_gathering, rtc_configuration
+from stream.encoder import tune_sender
+from stream.ice import IceSettings, refuse_outside_checks, restrict_gathering, rtc_configuration
+from stream.receiver_tuning import tune_receiver
 
 
 class ServerError(RuntimeError):
@@ -40,7 +42,7 @@ class ReceivedFrame:
 class ClientSession:
     session_id: str
     pc: RTCPeerConnection
-    received: deque[ReceivedFrame] = field(default_factory=lambda: deque(maxlen=600))
+    received: deque[ReceivedFrame] = field(default_factory=lambda: deque(maxlen=90))  # ~40 MB at 480p
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=200))
     frames_received: int = 0
     _reader: asyncio.Task[None] | None = None
@@ -107,6 +109,10 @@ class FacefuseClient:
                 json={"sdp": pc.localDescription.sdp, "type": "offer", "face_id": face_id, "options": dict(options or {})},
             )
             await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+            for negotiated in pc.getTransceivers():  # the same receive/send path as the server's
+                tune_receiver(negotiated.receiver)
+                if negotiated.kind == "video":
+                    tune_sender(negotiated)
         except BaseException:
             await pc.close()
             raise
@@ -117,6 +123,7 @@ class FacefuseClient:
 
     async def _offer(self, pc: RTCPeerConnection) -> None:
         offer = await pc.createOffer()
+        refuse_outside_checks(pc, self.ice)
         await restrict_gathering(pc, self.ice)
         await pc.setLocalDescription(offer)
 

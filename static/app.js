@@ -138,7 +138,7 @@
       return null;
     }
     ui.faceState.textContent = `Uploading ${file.name}…`;
-    setStatus(`Uploading ${file.name}…`, "busy");
+    if (!state.pc) setStatus(`Uploading ${file.name}…`, "busy");
     const upload = (async () => {
       let response;
       try {
@@ -167,7 +167,7 @@
       ui.faceState.textContent = state.pc
         ? `Face ready: ${file.name} (used from the next Start).`
         : `Face ready: ${file.name}.`;
-      setStatus(state.pc ? ui.status.textContent : "Face uploaded. Press Start camera.", state.pc ? ui.status.dataset.kind : "ok");
+      if (!state.pc) setStatus("Face uploaded. Press Start camera.", "ok");
     })();
     state.upload = upload;
     return upload;

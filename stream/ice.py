@@ -132,6 +132,45 @@ def allowed_remote_networks(settings: IceSettings) -> list[IPNetwork]:
     return [ipaddress.ip_network(cidr, strict=False) for cidr in cidrs]
 
 
+def refuse_outside_checks(pc: RTCPeerConnection, settings: IceSettings) -> None:
+    """Ignore connectivity checks from addresses outside the allowed remote networks.
+
+    Dropping offered candidates is not enough: a peer also sends checks from its
+    other interfaces, and aioice would learn those as peer-reflexive candidates
+    and send media there (seen with Chromium: eth0 -> our 127.0.0.1). Per instance:
+    the connection's own `request_received` is wrapped. Call after
+    `setRemoteDescription()` (the transports exist then) on an answerer, or
+    before `setLocalDescription()` on an offerer.
+    """
+    networks = allowed_remote_networks(settings)
+    if any(network.prefixlen == 0 for network in networks):
+        return
+    for gatherer in _ice_gatherers(pc):
+        connection = gatherer._connection
+        if getattr(connection, "_facefuse_checks_guarded", False):
+            continue
+        connection.request_received = _guarded(connection.request_received, networks)
+        connection._facefuse_checks_guarded = True
+
+
+def _guarded(request_received, networks: list[IPNetwork]):
+    def guarded(message, addr: tuple[str, int], protocol) -> None:
+        if address_allowed(addr[0], networks):
+            request_received(message, addr, protocol)
+        else:
+            logger.debug("ignored an ICE check from %s: outside the allowed networks", addr[0])
+
+    return guarded
+
+
+def address_allowed(host: str, networks: list[IPNetwork]) -> bool:
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return any(address in network for network in networks)
+
+
 async def restrict_gathering(pc: RTCPeerConnection, settings: IceSettings) -> None:
     """Gather local candidates ourselves, on `settings.hosts` only.
 

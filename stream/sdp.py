@@ -8,20 +8,19 @@ parse_offer turns all of that into one clear InvalidSdp before aiortc sees it.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import re
 from collections.abc import Iterable
-from typing import Union
 
 from aiortc import sdp as aiortc_sdp
 from aiortc.codecs import CODECS
 from aiortc.rtcdtlstransport import X509_DIGEST_ALGORITHMS
 from aiortc.rtcpeerconnection import find_common_codecs
 
+from stream.ice import IPNetwork, address_allowed
+
 logger = logging.getLogger(__name__)
 
-IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 # Browser offers are a few KiB; anything far larger is not worth parsing.
 MAX_SDP_CHARS = 128 * 1024
@@ -126,13 +125,8 @@ def _candidate_allowed(value: str, networks: list[IPNetwork]) -> bool:
     transport, host = bits[2].lower(), bits[4]
     if transport != "udp":
         return False
-    if host.lower().endswith(".local"):
-        return False
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False  # a hostname: nothing to match against
-    return any(address in network for network in networks)
+    # mDNS .local names and other hostnames have no address to match: refused
+    return address_allowed(host, networks)
 
 
 def add_bitrate_hints(

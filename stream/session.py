@@ -22,7 +22,7 @@ from aiortc.mediastreams import MediaStreamError
 from pipeline.runner import BatchRunner, FrameResult
 from stream.encoder import tune_sender
 from stream.errors import InvalidOffer
-from stream.ice import allowed_remote_networks, restrict_gathering, rtc_configuration
+from stream.ice import allowed_remote_networks, refuse_outside_checks, restrict_gathering, rtc_configuration
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
 from stream.sdp import InvalidSdp, add_bitrate_hints, filter_remote_candidates, parse_offer
@@ -83,6 +83,7 @@ class Session:
             raise InvalidOffer(f"the offer could not be applied: {exc}") from exc
         if not any(t.kind == "video" and t.receiver.track is not None for t in self._pc.getTransceivers()):
             raise InvalidOffer("the offer has no video to receive")
+        refuse_outside_checks(self._pc, self._settings.ice)
         for transceiver in self._pc.getTransceivers():
             tune_receiver(transceiver.receiver)
         answer = await self._pc.createAnswer()

@@ -24,15 +24,48 @@ def test_a_lone_session_goes_at_once():
     assert policy.decide(now=1.0).batch == ("a",)
 
 
+def give_rhythm(policy: BatchPolicy, session_id: str, last: float, interval: float = 1 / 30) -> None:
+    """Two earlier frames (already served) so the policy knows when the next one is due."""
+    for at in (last - interval, last):
+        policy.frame_pending(session_id, at)
+        assert session_id in policy.decide(at).batch
+        policy.frame_done(session_id)
+
+
 def test_waits_for_others_until_the_window_closes():
     policy = make()
+    give_rhythm(policy, "b", last=1.003 - 1 / 30)  # b's next frame is due at 1.003
+    give_rhythm(policy, "a", last=1.000 - 1 / 30)
     policy.frame_pending("a", now=1.000)
     decision = policy.decide(now=1.001)
     assert decision.batch == ()
     assert decision.wake_in == pytest.approx(0.004)
     policy.frame_pending("b", now=1.003)
+    # c never sent anything: with b in, nobody else is expected, so the batch goes
+    assert set(policy.decide(now=1.003).batch) == {"a", "b"}
+
+
+def test_the_window_closes_even_if_the_expected_frame_is_late():
+    policy = make(sessions=("a", "b"))
+    give_rhythm(policy, "b", last=1.002 - 1 / 30)
+    give_rhythm(policy, "a", last=1.000 - 1 / 30)
+    policy.frame_pending("a", now=1.000)
     assert policy.decide(now=1.004).batch == ()
-    assert set(policy.decide(now=1.005).batch) == {"a", "b"}
+    assert policy.decide(now=1.005).batch == ("a",)
+
+
+def test_does_not_wait_for_a_session_whose_next_frame_is_far_off():
+    policy = make(sessions=("a", "b"))
+    give_rhythm(policy, "b", last=0.990)  # next b frame near 1.023: beyond a's window
+    give_rhythm(policy, "a", last=1.000 - 1 / 30)
+    policy.frame_pending("a", now=1.000)
+    assert policy.decide(now=1.000).batch == ("a",)
+
+
+def test_does_not_wait_for_a_session_that_never_sent():
+    policy = make(sessions=("a", "b"))
+    policy.frame_pending("a", now=1.000)
+    assert policy.decide(now=1.000).batch == ("a",)
 
 
 def test_goes_as_soon_as_every_session_is_in():
@@ -51,8 +84,7 @@ def test_full_batch_goes_at_once_and_the_rest_follows():
     assert first.wake_in == 0.0
     for session_id in first.batch:
         policy.frame_done(session_id)
-    assert policy.decide(now=1.001).batch == ()  # the leftover gets its own window
-    second = policy.decide(now=1.005)
+    second = policy.decide(now=1.001)
     assert second.batch == tuple({"a", "b", "c"} - set(first.batch))
 
 

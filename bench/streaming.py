@@ -319,7 +319,7 @@ def header(settings: BenchSettings, started: datetime.datetime, load_start: str)
         f"Settings: {WIDTH}x{HEIGHT}@{FPS} {CODEC}, N in ({', '.join(map(str, settings.sessions))}), "
         f"warm-up {settings.warmup_s:g} s, window {settings.window_s:g} s, cost {settings.batch_ms:g} ms/batch + "
         f"{settings.frame_ms:g} ms/frame, facefuse --max-batch {settings.max_batch} --max-wait-ms {settings.max_wait_ms:g}, "
-        f"face {settings.face}; all clients in this process (stock aiortc receive path).",
+        f"face {settings.face}; all clients in this process (signaling/client.py: the same tuned receive path as the server).",
         "",
     ]
 
@@ -351,7 +351,7 @@ LEGEND = [
     "",
     "- fps/session: frames each client received in the window / window; mean (min) over sessions.",
     "- e2e: frame handed to the client's encoder -> decoded frame back in the client, from the frame stamps, all "
-    "sessions pooled. Includes the client's stock aiortc jitter buffer (+1 frame interval on the return hop).",
+    "sessions pooled: two encodes, two decodes and the server; the clients share this 2-core machine with the server.",
     "- server p50/p99: the server's own stats (decode done -> processed frame handed to its encoder; a 10 s rolling "
     "window read at the end of the measurement window), mean over sessions.",
     "- server CPU: utime + stime of the server process over the window, % of one core; bench CPU: the same for this "

@@ -14,6 +14,10 @@ class FaceNotFound(KeyError):
     code = "face_not_found"
 
 
+class FaceForbidden(PermissionError):
+    code = "forbidden"
+
+
 class FaceLibraryFull(RuntimeError):
     code = "face_library_full"
 
@@ -21,6 +25,7 @@ class FaceLibraryFull(RuntimeError):
 @dataclass(frozen=True)
 class Face:
     id: str
+    owner: str  # the account that uploaded it
     image: np.ndarray  # (h, w, 3) RGB uint8
     format: str
     size_bytes: int
@@ -46,25 +51,28 @@ class FaceLibrary:
         self._faces: dict[str, Face] = {}
         self._lock = threading.Lock()
 
-    def add(self, image: np.ndarray, *, format: str, size_bytes: int) -> Face:
-        face = Face(secrets.token_urlsafe(9), image, format, size_bytes, time.time())
+    def add(self, image: np.ndarray, *, owner: str, format: str, size_bytes: int) -> Face:
+        face = Face(secrets.token_urlsafe(9), owner, image, format, size_bytes, time.time())
         with self._lock:
             if len(self._faces) >= self.max_faces:
                 raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")
             self._faces[face.id] = face
         return face
 
-    def get(self, face_id: str) -> Face:
+    def get(self, face_id: str, owner: str | None = None) -> Face:
+        """The face; FaceForbidden when `owner` is given and it belongs to another account."""
         with self._lock:
-            try:
-                return self._faces[face_id]
-            except KeyError:
-                raise FaceNotFound(f"no face {face_id!r}") from None
+            face = self._faces.get(face_id)
+        if face is None:
+            raise FaceNotFound(f"no face {face_id!r}")
+        if owner is not None and face.owner != owner:
+            raise FaceForbidden(f"face {face_id!r} belongs to another account")
+        return face
 
-    def delete(self, face_id: str) -> None:
+    def delete(self, face_id: str, owner: str | None = None) -> None:
+        self.get(face_id, owner)
         with self._lock:
-            if self._faces.pop(face_id, None) is None:
-                raise FaceNotFound(f"no face {face_id!r}")
+            self._faces.pop(face_id, None)
 
     def __len__(self) -> int:
         with self._lock:

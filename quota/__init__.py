@@ -1,5 +1,6 @@
-"""Token metering of processed video (leases, throttling) on Redis or in memory.
+"""Token metering of processed video: accounts, leases, throttling; on Redis or in memory.
 
-Not built yet: the token-meter issue fills this package. A leaf: imports neither
-aiohttp, aiortc nor pipeline.
+A leaf package: imports neither aiohttp, aiortc nor pipeline. Amounts are integer
+micro-tokens (1 token = 1_000_000) so that per-frame prices (1/30 token) add up
+exactly in Lua and in Python alike.
 """

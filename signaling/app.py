@@ -12,9 +12,13 @@ from pipeline.chains import create_chain
 from pipeline.device import resolve_device
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
-from signaling.app_keys import DEVICE, FACES, RUNNER, SESSIONS, SETTINGS
+from quota.accounts import Accounts
+from quota.memory_store import MemoryStore
+from quota.redis_store import RedisStore
+from quota.store import QuotaStore
+from signaling.app_keys import ACCOUNTS, DEVICE, FACES, RUNNER, SESSIONS, SETTINGS
 from signaling.errors import json_errors
-from signaling.routes import faces, health, sessions
+from signaling.routes import account, faces, health, sessions
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
 
@@ -26,12 +30,28 @@ def create_app(settings: ServerSettings) -> web.Application:
     app = web.Application(middlewares=[json_errors])
     app[SETTINGS] = settings
     app[FACES] = FaceLibrary(settings.http.max_faces)
+    app.cleanup_ctx.append(_quota_store)
     app.cleanup_ctx.append(_pipeline_and_sessions)
     app.add_routes(health.routes)
     app.add_routes(faces.routes)
     app.add_routes(sessions.routes)
+    app.add_routes(account.routes)
     app.router.add_static("/static/", settings.http.static_dir, follow_symlinks=False)
     return app
+
+
+async def _quota_store(app: web.Application) -> AsyncIterator[None]:
+    """Redis when --redis-url is given, else in memory; the local account in local mode."""
+    settings = app[SETTINGS]
+    quota = settings.quota
+    store: QuotaStore = RedisStore(quota.redis_url, prefix=quota.redis_prefix) if quota.redis_url else MemoryStore()
+    app[ACCOUNTS] = Accounts(store, quota)
+    try:
+        if settings.local_mode:
+            await app[ACCOUNTS].ensure_local()
+        yield
+    finally:
+        await store.aclose()
 
 
 async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:

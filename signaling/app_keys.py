@@ -4,6 +4,7 @@ from aiohttp import web
 
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
+from quota.accounts import Accounts
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
 
@@ -12,3 +13,4 @@ FACES = web.AppKey("faces", FaceLibrary)
 RUNNER = web.AppKey("runner", BatchRunner)
 SESSIONS = web.AppKey("sessions", SessionManager)
 DEVICE = web.AppKey("device", str)
+ACCOUNTS = web.AppKey("accounts", Accounts)

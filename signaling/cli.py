@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
@@ -14,6 +15,7 @@ from aiohttp import web
 from pipeline.chains import UnknownChain
 from pipeline.device import DeviceUnavailable
 from pipeline.settings import PipelineSettings
+from quota.settings import QuotaSettings
 from signaling.app import create_app
 from signaling.settings import STATIC_DIR, HttpSettings, ServerSettings
 from stream.ice import IceSettings
@@ -64,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--max-in-flight", type=int, default=1, help="frames of one session in flight at once")
     _add(serve, "--max-sessions", type=int, default=32, help="concurrent sessions at most")
     _add(serve, "--idle-timeout", type=float, default=10.0, help="seconds without video before a session is closed")
+    _add(serve, "--redis-url", help="quota store, e.g. redis://127.0.0.1:6379/0 (default: in memory)")
+    _add(serve, "--admin-key", help="key for /api/admin/*; without it the server runs one unmetered local account without auth, and only on loopback")
     _add(serve, "--static-dir", type=Path, default=STATIC_DIR, help="folder with index.html")
     _add(serve, "--log-level", default="INFO", help="logging level")
     return parser
@@ -92,7 +96,17 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             max_wait_ms=args.max_wait_ms,
             max_in_flight=args.max_in_flight,
         ),
+        quota=QuotaSettings(redis_url=args.redis_url, admin_key=args.admin_key or None),
     )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_args(args)
     except ValueError as exc:
         parser.error(str(exc))
+    if settings.local_mode and not _is_loopback(settings.http.host):
+        parser.error(
+            f"refusing to serve on {settings.http.host} without --admin-key: the local account has no auth "
+            "and is meant for 127.0.0.1 only"
+        )
     try:
         # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker.
         web.run_app(create_app(settings), host=settings.http.host, port=settings.http.port, print=None)

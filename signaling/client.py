@@ -56,10 +56,11 @@ class ClientSession:
 
 
 class FacefuseClient:
-    def __init__(self, base_url: str, *, ice: IceSettings | None = None) -> None:
+    def __init__(self, base_url: str, *, api_key: str | None = None, ice: IceSettings | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.ice = ice if ice is not None else IceSettings(hosts=("127.0.0.1",))
-        self._http = aiohttp.ClientSession()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self._http = aiohttp.ClientSession(headers=headers)
 
     async def close(self) -> None:
         await self._http.close()

@@ -10,9 +10,11 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from pipeline.faces import FaceLibraryFull, FaceNotFound
+from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound
 from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
-from stream.errors import InvalidOffer, SessionNotFound, TooManySessions
+from quota.accounts import InvalidAccount, InvalidApiKey
+from quota.errors import AccountExists, AccountNotFound, NothingToSpend, StoreUnavailable, TooManyLeases
+from stream.errors import IceGatheringFailed, InvalidOffer, SessionForbidden, SessionNotFound, TooManySessions
 
 logger = logging.getLogger(__name__)
 
@@ -29,12 +31,22 @@ class ApiError(Exception):
 _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (InvalidOffer, 400),
     (UnreadableImage, 400),
+    (InvalidAccount, 400),
+    (InvalidApiKey, 401),
+    (NothingToSpend, 402),
+    (FaceForbidden, 403),
+    (SessionForbidden, 403),
     (FaceNotFound, 404),
     (SessionNotFound, 404),
+    (AccountNotFound, 404),
+    (AccountExists, 409),
+    (TooManyLeases, 429),
+    (StoreUnavailable, 503),
     (ImageTooLarge, 413),
     (UnsupportedImage, 415),
     (FaceLibraryFull, 507),
     (TooManySessions, 503),
+    (IceGatheringFailed, 500),
 ]
 
 
@@ -63,7 +75,9 @@ async def json_errors(request: web.Request, handler: Callable[[web.Request], Awa
     except Exception as exc:
         for error_type, status in _STATUS_BY_TYPE:
             if isinstance(exc, error_type):
-                headers = {"Retry-After": "5"} if status == 503 else None
+                headers = {"Retry-After": "5"} if status in (429, 503) else None
+                if status == 401:
+                    headers = {"WWW-Authenticate": "Bearer"}
                 return error_response(status, getattr(exc, "code", "error"), _message(exc), headers)
         logger.exception("unhandled error in %s %s", request.method, request.path)
         return error_response(500, "internal_error", "the server failed to handle this request")

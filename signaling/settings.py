@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.settings import PipelineSettings
+from quota.settings import QuotaSettings
 from stream.settings import StreamSettings
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
@@ -25,3 +26,9 @@ class ServerSettings:
     http: HttpSettings = field(default_factory=HttpSettings)
     stream: StreamSettings = field(default_factory=StreamSettings)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
+    quota: QuotaSettings = field(default_factory=QuotaSettings)
+
+    @property
+    def local_mode(self) -> bool:
+        """No admin key: one unmetered local account, no auth (only allowed on loopback)."""
+        return self.quota.admin_key is None

@@ -37,7 +37,33 @@
     recvFps: byId("stat-recv-fps"),
     recvResolution: byId("stat-recv-resolution"),
     session: byId("stat-session"),
+    apiKey: byId("api-key"),
+    level: byId("stat-level"),
+    balance: byId("stat-balance"),
+    burn: byId("stat-burn"),
+    timeLeft: byId("stat-time-left"),
+    tier: byId("stat-tier"),
   };
+
+  // The API key (empty on a local server) goes with every request; kept for the next visit.
+  const API_KEY_STORAGE = "facefuse.apiKey";
+  try {
+    ui.apiKey.value = window.localStorage.getItem(API_KEY_STORAGE) || "";
+  } catch (_) {
+    // storage may be disabled: the field still works for this visit
+  }
+  ui.apiKey.addEventListener("change", () => {
+    try {
+      window.localStorage.setItem(API_KEY_STORAGE, ui.apiKey.value.trim());
+    } catch (_) {
+      // ignored: see above
+    }
+  });
+
+  function authHeaders(headers = {}) {
+    const key = ui.apiKey.value.trim();
+    return key ? { ...headers, Authorization: `Bearer ${key}` } : headers;
+  }
 
   // Everything the page knows, in one place; exposed for debugging and for tests.
   const state = {
@@ -144,7 +170,7 @@
       try {
         response = await fetch("/api/faces", {
           method: "POST",
-          headers: { "Content-Type": file.type || "application/octet-stream" },
+          headers: authHeaders({ "Content-Type": file.type || "application/octet-stream" }),
           body: file,
         });
       } catch (err) {
@@ -241,11 +267,15 @@
     if (message.type === "stats") {
       state.serverStats = message;
       renderServerStats(message);
+      if (message.meter) renderMeter(message.meter);
+    } else if (message.type === "meter") {
+      renderMeter(message);
+      announceMeterLevel(message);
     } else if (message.type === "error") {
       const code = message.code ? ` (${message.code})` : "";
       showError(`The server reported an error${code}:`, message.message || "no details given");
     }
-    // Other types (e.g. "meter") belong to later features: ignored here.
+    // Other types belong to later features: ignored here.
   }
 
   async function start() {
@@ -318,7 +348,7 @@
       try {
         response = await fetch("/api/offer", {
           method: "POST",
-          headers: { "Content-Type": "application/json" },
+          headers: authHeaders({ "Content-Type": "application/json" }),
           body: JSON.stringify(offer),
         });
       } catch (err) {
@@ -360,6 +390,7 @@
     try {
       const response = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}`, {
         method: "DELETE",
+        headers: authHeaders(),
         keepalive,
       });
       if (!response.ok && response.status !== 404) {
@@ -417,6 +448,41 @@
     ui.failed.textContent = formatNumber(stats.frames_failed, 0);
     ui.codec.textContent = stats.codec || dash;
     ui.resolution.textContent = formatSize(stats.width, stats.height);
+  }
+
+  const LEVEL_TEXT = {
+    full: "Full rate",
+    slow: "Slowed (tokens running low)",
+    crawl: "Crawling (tokens nearly gone)",
+    stopped: "Stopped: original video",
+  };
+
+  function renderMeter(meter) {
+    ui.level.textContent = LEVEL_TEXT[meter.level] || meter.level || dash;
+    ui.level.dataset.level = meter.level || "";
+    ui.balance.textContent = meter.tier === "vip" ? "unmetered" : `${formatNumber(meter.balance, 2)} tokens`;
+    ui.burn.textContent = `${formatNumber(meter.burn_rate, 3)} tokens/s`;
+    ui.timeLeft.textContent =
+      typeof meter.seconds_left === "number" ? `${formatNumber(meter.seconds_left, 0)} s` : dash;
+    ui.tier.textContent = meter.tier || dash;
+  }
+
+  function announceMeterLevel(meter) {
+    if (meter.level === "stopped") {
+      const why =
+        meter.reason === "quota_store_unavailable"
+          ? "Token accounting is unavailable right now."
+          : "You are out of tokens.";
+      const grace = typeof meter.grace_s === "number" ? ` in ${meter.grace_s} s` : "";
+      showError(`${why} Showing your original video; the session ends${grace} unless tokens are added.`);
+    } else if (meter.level === "slow" || meter.level === "crawl") {
+      clearError();
+      const fps = typeof meter.fps_cap === "number" ? ` at ${meter.fps_cap} fps` : "";
+      setStatus(`Tokens running low: processing${fps}.`, "busy");
+    } else if (meter.level === "full") {
+      clearError();
+      if (state.pc) setStatus("Connected: processing at full rate.", "ok");
+    }
   }
 
   function renderClientStats(stats) {

@@ -15,3 +15,13 @@ class TooManySessions(StreamError):
 
 class SessionNotFound(StreamError):
     code = "session_not_found"
+
+
+class SessionForbidden(StreamError):
+    code = "forbidden"
+
+
+class IceGatheringFailed(StreamError):
+    """The server's own ICE settings produced no candidate (a configuration problem)."""
+
+    code = "ice_gathering_failed"

@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pipeline.runner import BatchRunner
-from stream.errors import SessionNotFound, TooManySessions
+from quota.meter import MeterState, SessionMeter
+from stream.errors import SessionForbidden, SessionNotFound, TooManySessions
 from stream.session import Session
 from stream.settings import StreamSettings
 
 logger = logging.getLogger(__name__)
+
+# Builds a session's meter: (session_id, on_change, on_exhausted) -> SessionMeter
+MeterFactory = Callable[[str, Callable[[MeterState], None], Callable[[str], None]], SessionMeter]
 
 
 class SessionManager:
@@ -22,9 +26,19 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
 
     async def open(
-        self, offer_sdp: str, *, face_id: str | None = None, options: Mapping[str, object] | None = None
+        self,
+        offer_sdp: str,
+        *,
+        face_id: str | None = None,
+        options: Mapping[str, object] | None = None,
+        account_id: str | None = None,
+        make_meter: MeterFactory | None = None,
     ) -> tuple[Session, str]:
-        """Creates a session from an offer; returns it with the answer SDP."""
+        """Creates a session from an offer; returns it with the answer SDP.
+
+        With a meter, its lease is opened before any negotiation work, so an
+        account with nothing to spend (or too many sessions) is refused cheaply.
+        """
         if len(self._sessions) >= self._settings.max_sessions:
             raise TooManySessions(f"the server is full ({self._settings.max_sessions} sessions); try again later")
         session = Session(
@@ -33,27 +47,35 @@ class SessionManager:
             self._settings,
             face_id=face_id,
             options=options,
+            account_id=account_id,
             on_closed=self._forget,
         )
         self._sessions[session.id] = session
         try:
+            if make_meter is not None:
+                session.meter = make_meter(session.id, session.meter_changed, session.meter_exhausted)
+                await session.meter.open()
             answer = await session.accept(offer_sdp)
         except BaseException:
             await session.close("negotiation failed")
             raise
         return session, answer
 
-    def get(self, session_id: str) -> Session:
-        try:
-            return self._sessions[session_id]
-        except KeyError:
-            raise SessionNotFound(f"no session {session_id!r}") from None
+    def get(self, session_id: str, account_id: str | None = None) -> Session:
+        """The session; SessionForbidden when `account_id` is given and it is another account's."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        if account_id is not None and session.account_id != account_id:
+            raise SessionForbidden(f"session {session_id!r} belongs to another account")
+        return session
 
-    def all(self) -> list[Session]:
-        return list(self._sessions.values())
+    def all(self, account_id: str | None = None) -> list[Session]:
+        """Every session, or one account's."""
+        return [s for s in self._sessions.values() if account_id is None or s.account_id == account_id]
 
-    async def close(self, session_id: str, reason: str = "closed by request") -> Session:
-        session = self.get(session_id)
+    async def close(self, session_id: str, reason: str = "closed by request", account_id: str | None = None) -> Session:
+        session = self.get(session_id, account_id)
         await session.close(reason)
         return session
 

@@ -20,8 +20,9 @@ from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessi
 from aiortc.mediastreams import MediaStreamError
 
 from pipeline.runner import BatchRunner, FrameResult
+from quota.meter import Level, MeterState, SessionMeter
 from stream.encoder import tune_sender
-from stream.errors import InvalidOffer
+from stream.errors import IceGatheringFailed, InvalidOffer
 from stream.ice import allowed_remote_networks, refuse_outside_checks, restrict_gathering, rtc_configuration
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
@@ -41,9 +42,13 @@ class Session:
         *,
         face_id: str | None = None,
         options: Mapping[str, object] | None = None,
+        account_id: str | None = None,
+        meter: SessionMeter | None = None,
         on_closed: Callable[[Session], Awaitable[None] | None] | None = None,
     ) -> None:
         self.id = session_id
+        self.account_id = account_id
+        self.meter = meter
         self.face_id = face_id
         self.options = dict(options or {})
         self.state = "new"  # new -> connecting -> live -> closed
@@ -72,6 +77,11 @@ class Session:
             raise InvalidOffer(str(exc)) from exc
         if dropped:
             logger.info("session %s: dropped %d offered candidates outside the allowed networks", self.id, dropped)
+            if "a=candidate:" not in offer_sdp:
+                raise InvalidOffer(
+                    f"none of the {dropped} offered ICE candidates is in the networks this server accepts "
+                    "(a browser on the server's own machine needs loopback candidates)"
+                )
 
         self.state = "connecting"
         self._pc.on("track", self._on_track)
@@ -87,7 +97,10 @@ class Session:
         for transceiver in self._pc.getTransceivers():
             tune_receiver(transceiver.receiver)
         answer = await self._pc.createAnswer()
-        await restrict_gathering(self._pc, self._settings.ice)
+        try:
+            await restrict_gathering(self._pc, self._settings.ice)
+        except RuntimeError as exc:  # e.g. an --ice-host address this machine does not have
+            raise IceGatheringFailed(f"the server could not gather ICE candidates: {exc}") from exc
         await self._pc.setLocalDescription(answer)
         for transceiver in self._pc.getTransceivers():
             if transceiver.kind == "video":
@@ -95,7 +108,14 @@ class Session:
                 if transceiver._codecs:  # the negotiated codec, first in aiortc's list
                     self.stats.codec = transceiver._codecs[0].name
 
-        self._runner.add_session(self.id, self._deliver_from_worker, options=self._chain_options())
+        if self.meter is None:
+            self._runner.add_session(self.id, self._deliver_from_worker, options=self._chain_options())
+        else:
+            self._runner.add_session(
+                self.id, self._deliver_from_worker, options=self._chain_options(),
+                priority=self.meter.rules.priority, fps_cap=self.meter.state.fps_cap,
+            )
+            self._spawn(self._run_meter(), "meter")
         self._spawn(self._watch(), "watch")
         self._spawn(self._send_stats(), "stats")
         min_kbps, start_kbps, max_kbps = self._settings.bitrate_hints_kbps
@@ -126,7 +146,10 @@ class Session:
             if self.state == "connecting":
                 self.state = "live"
             self.stats.frame_in(frame.width, frame.height, now)
-            if self._runner.submit(self.id, frame, now) is not None:
+            if self.meter is not None and self.meter.state.level is Level.STOPPED:
+                # Out of tokens: the original video, unprocessed and uncharged.
+                self._output.put(FrameResult(self.id, frame, now, processed=False))
+            elif self._runner.submit(self.id, frame, now) is not None:
                 self.stats.frames_dropped += 1
         self._spawn(self.close("the peer stopped sending video"), "close")
 
@@ -143,11 +166,17 @@ class Session:
             self._loop.call_soon_threadsafe(self._deliver, result)
 
     def _deliver(self, result: FrameResult) -> None:
+        if self._close_started:
+            return
         if result.error is not None:
             self.stats.frames_failed += 1
             if self.stats.last_error != result.error:
                 self.stats.last_error = result.error
                 self.send_event({"type": "error", "code": "frame_failed", "message": result.error})
+        elif result.processed:
+            self.stats.frames_processed += 1
+            if self.meter is not None:
+                self.meter.charge_frame(result.frame.height)
         self._output.put(result)
 
     def _frame_sent(self, result: FrameResult, now: float) -> None:
@@ -155,6 +184,23 @@ class Session:
 
     def _output_replaced(self) -> None:
         self.stats.frames_dropped += 1
+
+    # -- metering ------------------------------------------------------------------------
+    async def _run_meter(self) -> None:
+        assert self.meter is not None
+        await self.meter.run()
+
+    def meter_changed(self, state: MeterState) -> None:
+        """The meter's level changed: the scheduler's cap follows, the client is told."""
+        if self.state != "closed" and self.state != "new":
+            self._runner.set_fps_cap(self.id, state.fps_cap)
+        event = state.as_event()
+        if state.level is Level.STOPPED:
+            event["grace_s"] = self.meter.grace_s if self.meter is not None else None
+        self.send_event(event)
+
+    def meter_exhausted(self, reason: str) -> None:
+        self._spawn(self.close("quota store unavailable" if reason == "quota_store_unavailable" else "tokens exhausted"), "close")
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         self._channel = channel
@@ -181,10 +227,12 @@ class Session:
         return {
             "session_id": self.id,
             "state": self.state,
+            "account_id": self.account_id,
             "face_id": self.face_id,
             "created_at": self.created_at,
             "close_reason": self.close_reason,
             **self.stats.as_dict(),
+            "meter": self.meter.state.as_event() if self.meter is not None else None,
         }
 
     # -- supervision -------------------------------------------------------------------
@@ -232,6 +280,8 @@ class Session:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.meter is not None:
+            await self.meter.close()
         await self._pc.close()
         self.state = "closed"
         self._closed.set()

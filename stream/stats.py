@@ -14,6 +14,7 @@ FPS_WINDOW_S = 3.0
 class SessionStats:
     frames_in: int = 0
     frames_out: int = 0
+    frames_processed: int = 0  # frames the chain processed: what the meter charges
     frames_dropped: int = 0  # replaced before processing, or before the encoder took them
     frames_failed: int = 0  # processing failed: sent on unprocessed
     codec: str | None = None
@@ -40,6 +41,7 @@ class SessionStats:
         return {
             "frames_in": self.frames_in,
             "frames_out": self.frames_out,
+            "frames_processed": self.frames_processed,
             "frames_dropped": self.frames_dropped,
             "frames_failed": self.frames_failed,
             "fps_in": round(self._fps_in.rate(now), 2),

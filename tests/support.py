@@ -12,6 +12,7 @@ import numpy as np
 from aiohttp import web
 
 from pipeline.settings import PipelineSettings
+from quota.settings import QuotaSettings
 from signaling.app import create_app
 from signaling.settings import ServerSettings
 from stream.ice import IceSettings
@@ -49,9 +50,16 @@ async def running_server(settings: ServerSettings) -> AsyncIterator[tuple[str, w
         await runner.cleanup()
 
 
-def loopback_settings(chain: str = "passthrough", *, stream: dict[str, object] | None = None, **pipeline: object) -> ServerSettings:
-    """Server settings for tests: media on 127.0.0.1 only, CPU."""
+def loopback_settings(
+    chain: str = "passthrough",
+    *,
+    stream: dict[str, object] | None = None,
+    quota: dict[str, object] | None = None,
+    **pipeline: object,
+) -> ServerSettings:
+    """Server settings for tests: media on 127.0.0.1 only, CPU; local mode unless quota says otherwise."""
     return ServerSettings(
         stream=StreamSettings(ice=IceSettings(hosts=("127.0.0.1",)), **(stream or {})),
         pipeline=dataclasses.replace(PipelineSettings(chain=chain, device="cpu"), **pipeline),
+        quota=QuotaSettings(**(quota or {})),
     )

@@ -134,3 +134,15 @@ async def test_index_page_is_served(api):
     async with api._http.get(api.base_url + "/") as response:
         assert response.status == 200
         assert "<video" in await response.text()
+
+
+async def test_offer_with_only_outside_candidates_is_400():
+    """A peer offering only non-loopback candidates to a loopback-only server gets a clear 400."""
+    from stream.ice import IceSettings
+    from stream.image_track import ImageTrack
+
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url, ice=IceSettings()) as client:  # aioice's own enumeration: no 127.0.0.1
+            error = await expect_error(client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240)), 400, "invalid_sdp")
+            assert "networks this server accepts" in error.message
+            assert (await client.request("GET", "/api/sessions"))["sessions"] == []

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from pipeline.images import decode_image
 from signaling.app_keys import FACES, SETTINGS
+from signaling.auth import current_account
 from signaling.errors import ApiError
 
 routes = web.RouteTableDef()
@@ -41,19 +42,22 @@ async def _read_upload(request: web.Request, limit: int) -> bytes:
 
 @routes.post("/api/faces")
 async def upload_face(request: web.Request) -> web.Response:
+    account = await current_account(request)
     data = await _read_upload(request, request.app[SETTINGS].http.max_upload_bytes)
     image, format_name = await asyncio.to_thread(decode_image, data)  # up to ~100 ms: off the loop
-    face = request.app[FACES].add(image, format=format_name, size_bytes=len(data))
+    face = request.app[FACES].add(image, owner=account.id, format=format_name, size_bytes=len(data))
     return web.json_response(face.describe(), status=201, headers={"Location": f"/api/faces/{face.id}"})
 
 
 @routes.get("/api/faces/{face_id}")
 async def get_face(request: web.Request) -> web.Response:
-    return web.json_response(request.app[FACES].get(request.match_info["face_id"]).describe())
+    account = await current_account(request)
+    return web.json_response(request.app[FACES].get(request.match_info["face_id"], account.id).describe())
 
 
 @routes.delete("/api/faces/{face_id}")
 async def delete_face(request: web.Request) -> web.Response:
+    account = await current_account(request)
     face_id = request.match_info["face_id"]
-    request.app[FACES].delete(face_id)
+    request.app[FACES].delete(face_id, account.id)
     return web.json_response({"id": face_id, "deleted": True})

@@ -6,7 +6,9 @@ from typing import Any
 
 from aiohttp import web
 
-from signaling.app_keys import FACES, SESSIONS
+from quota.meter import SessionMeter
+from signaling.app_keys import ACCOUNTS, FACES, SESSIONS, SETTINGS
+from signaling.auth import current_account
 from signaling.errors import ApiError
 
 routes = web.RouteTableDef()
@@ -38,23 +40,36 @@ async def offer(request: web.Request) -> web.Response:
     except ValueError:
         raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
     sdp, face_id, options = _parse_offer_body(body)
+    account = await current_account(request)
     if face_id is not None:
-        request.app[FACES].get(face_id)  # 404 before any negotiation work
-    session, answer = await request.app[SESSIONS].open(sdp, face_id=face_id, options=options)
+        request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
+    quota = request.app[SETTINGS].quota
+    rules = quota.tier(account.tier)
+    store = request.app[ACCOUNTS].store
+
+    def make_meter(session_id, on_change, on_exhausted) -> SessionMeter:
+        return SessionMeter(store, account.id, rules, session_id, quota, on_change=on_change, on_exhausted=on_exhausted)
+
+    session, answer = await request.app[SESSIONS].open(
+        sdp, face_id=face_id, options=options, account_id=account.id, make_meter=make_meter
+    )
     return web.json_response({"sdp": answer, "type": "answer", "session_id": session.id})
 
 
 @routes.get("/api/sessions")
 async def list_sessions(request: web.Request) -> web.Response:
-    return web.json_response({"sessions": [session.snapshot() for session in request.app[SESSIONS].all()]})
+    account = await current_account(request)
+    return web.json_response({"sessions": [session.snapshot() for session in request.app[SESSIONS].all(account.id)]})
 
 
 @routes.get("/api/sessions/{session_id}")
 async def get_session(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SESSIONS].get(request.match_info["session_id"]).snapshot())
+    account = await current_account(request)
+    return web.json_response(request.app[SESSIONS].get(request.match_info["session_id"], account.id).snapshot())
 
 
 @routes.delete("/api/sessions/{session_id}")
 async def delete_session(request: web.Request) -> web.Response:
-    session = await request.app[SESSIONS].close(request.match_info["session_id"])
+    account = await current_account(request)
+    session = await request.app[SESSIONS].close(request.match_info["session_id"], account_id=account.id)
     return web.json_response(session.snapshot())

@@ -1,0 +1,272 @@
+"""Quota store benchmark: meter operations per second, and store round trips per session-minute.
+
+Against a private redis-server this script starts (127.0.0.1, a free port, AOF with
+`appendfsync everysec`, in a temporary folder) and against the in-memory store:
+
+  renew, sequential    one lease renewed N times in a row (one round trip each)
+  renew, S sessions    S leases renewed at once, S tasks on one store (one node)
+  open + close         a lease opened and closed, sequentially (two round trips)
+
+and the round trips a session makes per minute of 30 fps video with 5 s leases:
+every processed frame spends price/30 from the lease, and the session renews when
+less than 40 % of a lease is left, asking for a whole lease more (what
+quota/meter.py does), compared with topping the lease up to one lease. Prints a
+markdown table.
+
+    .venv/bin/python bench/quota.py            # about 15 s
+    .venv/bin/python bench/quota.py --quick
+
+Not a test: it asserts nothing and the numbers depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path, where this very file
+# (bench/quota.py) would hide the quota package: take the folder out before importing it.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
+
+from quota.memory_store import MemoryStore  # noqa: E402
+from quota.redis_store import RedisStore  # noqa: E402
+from quota.settings import MICRO, QuotaSettings, TierRules  # noqa: E402
+from quota.store import QuotaStore  # noqa: E402
+
+PAID = TierRules("paid", max_sessions=100_000)
+SETTINGS = QuotaSettings()
+KW = {"hour_s": SETTINGS.hour_s, "refill_period_s": SETTINGS.refill_period_s}
+BALANCE = 10**15  # micro-tokens: never the limit here
+
+
+@dataclass
+class Row:
+    store: str
+    operation: str
+    calls: int
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.calls / self.seconds
+
+
+# -- a private redis-server ------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _pong(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def redis_server(binary: str):  # type: ignore[no-untyped-def]
+    with tempfile.TemporaryDirectory(prefix="bench-quota-redis-") as directory:
+        port = _free_port()
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+             "--appendfsync", "everysec", "--dir", directory],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while not _pong(port):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("redis-server did not start")
+                time.sleep(0.01)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+# -- throughput ------------------------------------------------------------------------------------
+async def renew_sequential(store: QuotaStore, account: str, calls: int, lease: str = "seq") -> float:
+    await store.open_lease(account, lease, "s", MICRO, PAID, lease_ttl_s=600.0, **KW)
+    started = time.perf_counter()
+    for seq in range(1, calls + 1):
+        await store.renew_lease(account, lease, seq, 0, 0, PAID, **KW)
+    return time.perf_counter() - started
+
+
+async def renew_concurrent(store: QuotaStore, account: str, sessions: int, calls_each: int) -> float:
+    for n in range(sessions):
+        await store.open_lease(account, f"c{sessions}-{n}", f"s{n}", MICRO, PAID, lease_ttl_s=600.0, **KW)
+
+    async def session(n: int) -> None:
+        for seq in range(1, calls_each + 1):
+            await store.renew_lease(account, f"c{sessions}-{n}", seq, 0, 0, PAID, **KW)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(session(n) for n in range(sessions)))
+    return time.perf_counter() - started
+
+
+async def open_close(store: QuotaStore, account: str, pairs: int) -> float:
+    started = time.perf_counter()
+    for n in range(pairs):
+        await store.open_lease(account, f"oc{n}", "s", MICRO, PAID, lease_ttl_s=600.0, **KW)
+        await store.close_lease(account, f"oc{n}", 1, 0, PAID, hour_s=SETTINGS.hour_s)
+    return time.perf_counter() - started
+
+
+async def throughput(name: str, store: QuotaStore, calls: int, sessions: list[int]) -> list[Row]:
+    account = f"bench-{time.time_ns()}"
+    await store.create_account(account, "paid", BALANCE, f"hash-{account}")
+    await renew_sequential(store, account, 200, lease="warm-up")  # connections, scripts loaded
+    rows = [Row(name, "renew, sequential", calls, await renew_sequential(store, account, calls))]
+    for count in sessions:
+        each = max(1, calls // count)
+        rows.append(Row(name, f"renew, {count} sessions at once", each * count,
+                        await renew_concurrent(store, account, count, each)))
+    pairs = max(1, calls // 2)
+    rows.append(Row(name, "open + close, sequential", 2 * pairs, await open_close(store, account, pairs)))
+    return rows
+
+
+# -- round trips per session-minute ----------------------------------------------------------------
+@dataclass
+class Cadence:
+    policy: str
+    height: int
+    calls: int  # open + renews + close
+    renews: int
+    minutes: float
+
+    @property
+    def per_minute(self) -> float:
+        return self.calls / self.minutes
+
+
+async def session_cadence(store: QuotaStore, clock: Callable[[float], None] | None, height: int, policy: str,
+                          minutes: float = 1.0) -> Cadence:
+    """One session of `minutes` at 30 fps; `clock(dt)` advances a fake store clock (None: real time is not needed)."""
+    account = f"cadence-{policy}-{height}-{time.time_ns()}"
+    await store.create_account(account, "paid", BALANCE, f"hash-{account}")
+    price = SETTINGS.price_per_second(height)
+    frame_cost = round(price * MICRO / SETTINGS.nominal_fps)
+    lease = round(SETTINGS.lease_s * price * MICRO)
+    grant = await store.open_lease(account, "l", "s", lease, PAID, lease_ttl_s=SETTINGS.lease_ttl_s, **KW)
+    granted, spent, seq, calls, renews = grant.granted, 0, 0, 1, 0
+    for _ in range(round(minutes * 60 * SETTINGS.nominal_fps)):
+        if clock is not None:
+            clock(1 / SETTINGS.nominal_fps)
+        spent = min(granted, spent + frame_cost)
+        if granted - spent < SETTINGS.renew_below * lease:
+            want = lease if policy == "a whole lease more" else lease - (granted - spent)
+            seq += 1
+            grant = await store.renew_lease(account, "l", seq, spent, want, PAID, **KW)
+            granted += grant.granted
+            calls += 1
+            renews += 1
+    await store.close_lease(account, "l", seq + 1, spent, PAID, hour_s=SETTINGS.hour_s)
+    return Cadence(policy, height, calls + 1, renews, minutes)
+
+
+# -- the report ------------------------------------------------------------------------------------
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "?"
+
+
+def _redis_version(binary: str) -> str:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False).stdout
+    return next((part[2:] for part in out.split() if part.startswith("v=")), "?")
+
+
+@contextlib.asynccontextmanager
+async def stores(url: str) -> AsyncIterator[tuple[RedisStore, MemoryStore]]:
+    redis_store = RedisStore(url)
+    try:
+        yield redis_store, MemoryStore()
+    finally:
+        await redis_store.aclose()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5000, help="operations per throughput row")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[10, 100], help="concurrent sessions")
+    parser.add_argument("--quick", action="store_true", help="1000 calls per row")
+    args = parser.parse_args()
+    calls = 1000 if args.quick else args.calls
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server not found (apt-get install redis-server)")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    with redis_server(binary) as url:
+        async with stores(url) as (redis_store, memory_store):
+            rows = await throughput("redis", redis_store, calls, args.sessions)
+            rows += await throughput("memory", memory_store, calls, args.sessions)
+            cadences = []
+            for policy in ("a whole lease more", "top up to one lease"):
+                for height in (480, 1080):
+                    fake = [1_800_000_000.0]
+                    memory = MemoryStore(lambda: fake[0])
+
+                    def advance(dt: float, fake: list[float] = fake) -> None:
+                        fake[0] += dt
+
+                    cadence = await session_cadence(memory, advance, height, policy)
+                    check = await session_cadence(redis_store, None, height, policy)  # the same count on Redis
+                    assert (check.calls, check.renews) == (cadence.calls, cadence.renews)
+                    cadences.append(cadence)
+
+    print(f"## facefuse quota store bench, {started:%Y-%m-%d %H:%M} UTC")
+    print()
+    print(f"Machine: {platform.node()}, nproc {len(os.sched_getaffinity(0))}, {_cpu_model()}, "
+          f"Python {platform.python_version()}, redis-server {_redis_version(binary)} (AOF, appendfsync everysec, "
+          f"loopback), redis-py {_version('redis')}, hiredis {_version('hiredis')}; load average "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end.")
+    print()
+    print("| store | operation | calls | seconds | ops/s | us/op |")
+    print("|---|---|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row.store} | {row.operation} | {row.calls} | {row.seconds:.2f} | {row.per_second:,.0f} | "
+              f"{1e6 / row.per_second:.0f} |")
+    print()
+    print(f"Store round trips per session-minute at {SETTINGS.nominal_fps:g} fps, {SETTINGS.lease_s:g} s leases, "
+          f"renew below {SETTINGS.renew_below:.0%} of a lease (target <= 15):")
+    print()
+    print("| renew asks for | output height | price tokens/s | renewals | round trips (open + renewals + close) |")
+    print("|---|---:|---:|---:|---:|")
+    for c in cadences:
+        print(f"| {c.policy} | {c.height} | {SETTINGS.price_per_second(c.height):g} | {c.renews} | "
+              f"{c.per_minute:.0f} |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

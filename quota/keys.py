@@ -1,0 +1,66 @@
+"""Redis key names of the quota store.
+
+All keys of one account share the hash tag `{account_id}`, so every script,
+which touches only one account's keys, runs on one Redis Cluster slot. The id
+is escaped so that a brace in it cannot move the tag. The API-key index is the
+only key outside an account's slot; no script touches it.
+
+    <prefix>:{<id>}:account          hash: tier, balance, key_hash, hour_used, hour_window,
+                                     refilled_at, created_at (us), history_seq
+    <prefix>:{<id>}:open             zset: open lease id -> expiry (us, Redis clock)
+    <prefix>:{<id>}:history          zset: entry -> history_seq ("c:<amount>:<at>:<key>" or "s:<lease id>")
+    <prefix>:{<id>}:lease:<lease id> hash: one lease, kept while its history entry is
+    <prefix>:{<id>}:credit:<key>     string: an idempotency key already credited (expires)
+    <prefix>:key:<key hash>          string: the account id of an API key hash
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def account_tag(account_id: str) -> str:
+    """The account id with '%', '{' and '}' escaped: a hash tag that is the whole id."""
+    return account_id.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+def check_prefix(prefix: str) -> str:
+    if not prefix or "{" in prefix or "}" in prefix:
+        raise ValueError(f"the Redis key prefix must be non-empty and without braces, not {prefix!r}")
+    return prefix
+
+
+@dataclass(frozen=True)
+class AccountKeys:
+    prefix: str
+    account_id: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{{{account_tag(self.account_id)}}}:"
+
+    @property
+    def account(self) -> str:
+        return self.base + "account"
+
+    @property
+    def open(self) -> str:
+        return self.base + "open"
+
+    @property
+    def history(self) -> str:
+        return self.base + "history"
+
+    @property
+    def lease_prefix(self) -> str:
+        return self.base + "lease:"
+
+    def lease(self, lease_id: str) -> str:
+        return self.lease_prefix + lease_id
+
+    def credit(self, idempotency_key: str) -> str:
+        return self.base + "credit:" + idempotency_key
+
+
+def key_index(prefix: str, key_hash: str) -> str:
+    return f"{prefix}:key:{key_hash}"

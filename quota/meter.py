@@ -1,0 +1,251 @@
+"""The meter of one session: spends a lease frame by frame, renews it, sets the throttle level.
+
+Store round trips are O(1 per lease): a lease holds `lease_s` seconds of video at
+the session's price; the meter renews when less than `renew_below` of a lease is
+left, for a whole lease more, so at 30 fps a session makes about 12 renewals a
+minute. Frames are charged only when processed (`charge_frame`, called on the
+event loop, never waits). Levels: full, slow (15 fps), crawl (5 fps), stopped
+(no processing; the session shows the original video and is closed after the
+grace period unless tokens arrive). A store that cannot be reached fails closed:
+the session spends what its lease holds, then stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from quota.errors import LeaseNotFound, StoreUnavailable
+from quota.settings import MICRO, QuotaSettings, TierRules, to_tokens
+from quota.store import Grant, QuotaStore
+
+logger = logging.getLogger(__name__)
+
+
+class Level(str, Enum):
+    FULL = "full"
+    SLOW = "slow"
+    CRAWL = "crawl"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class MeterState:
+    level: Level
+    fps_cap: float | None  # for the scheduler: None unlimited, 0 stopped
+    reason: str | None  # why stopped: "exhausted" or "quota_store_unavailable"
+    tier: str
+    balance: float  # tokens left to this session: the account's available tokens + the lease
+    spent: float  # tokens this session has spent
+    burn_rate: float  # tokens per second over the last seconds
+    price_per_second: float
+    seconds_left: float | None  # at the current price; None when unmetered
+
+    def as_event(self) -> dict[str, object]:
+        return {
+            "type": "meter",
+            "level": self.level.value,
+            "fps_cap": self.fps_cap,
+            "reason": self.reason,
+            "tier": self.tier,
+            "balance": round(self.balance, 4),
+            "spent": round(self.spent, 4),
+            "burn_rate": round(self.burn_rate, 4),
+            "price_per_second": self.price_per_second,
+            "seconds_left": None if self.seconds_left is None else round(self.seconds_left, 1),
+        }
+
+
+class SessionMeter:
+    def __init__(
+        self,
+        store: QuotaStore,
+        account_id: str,
+        rules: TierRules,
+        session_id: str,
+        settings: QuotaSettings,
+        *,
+        on_change: Callable[[MeterState], None] = lambda state: None,
+        on_exhausted: Callable[[str], None] = lambda reason: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.account_id = account_id
+        self.rules = rules
+        self.session_id = session_id
+        self.lease_id = f"lease-{session_id}"
+        self._store = store
+        self._settings = settings
+        self._on_change = on_change
+        self._on_exhausted = on_exhausted
+        self._clock = clock
+        self._height = 480
+        self._granted_total = 0
+        self._spent_total = 0
+        self._store_available = 0  # the account's grantable tokens at the last store answer
+        self._seq = 0  # the last lease operation the store confirmed
+        self._sent_seq = 0  # the highest one sent (a lost answer may still have been applied)
+        self._reason: str | None = None
+        self._stopped_since: float | None = None
+        self._renew_wanted = asyncio.Event()
+        self._burn: deque[tuple[float, int]] = deque(maxlen=64)
+        self._state: MeterState | None = None
+        self._closed = False
+
+    # -- pricing -----------------------------------------------------------------------
+    @property
+    def price_per_second(self) -> float:
+        return self._settings.price_per_second(self._height)
+
+    def _frame_cost(self) -> int:
+        return round(self.price_per_second * MICRO / self._settings.nominal_fps)
+
+    def _lease_want(self) -> int:
+        return round(self._settings.lease_s * self.price_per_second * MICRO)
+
+    @property
+    def grace_s(self) -> float:
+        return self._settings.grace_s
+
+    @property
+    def held(self) -> int:
+        return self._granted_total - self._spent_total
+
+    # -- the session's side ----------------------------------------------------------------
+    async def open(self, height: int = 480) -> MeterState:
+        """Opens the lease; raises NothingToSpend, TooManyLeases or StoreUnavailable."""
+        self._height = height
+        grant = await self._store.open_lease(
+            self.account_id, self.lease_id, self.session_id, self._lease_want(), self.rules,
+            hour_s=self._settings.hour_s, refill_period_s=self._settings.refill_period_s,
+            lease_ttl_s=self._settings.lease_ttl_s,
+        )
+        self._apply(grant, reported_spent=0)
+        return self._update()
+
+    def charge_frame(self, height: int) -> None:
+        """A processed frame of this height was delivered: pay for it from the lease."""
+        if height != self._height:
+            self._height = height
+        spent = self._spent_total + self._frame_cost()
+        # Metered: never more than the lease holds (the store would refuse it anyway).
+        self._spent_total = min(self._granted_total, spent) if self.rules.metered else spent
+        self._burn.append((self._clock(), self._spent_total))
+        if self.held < self._lease_want() * self._settings.renew_below:
+            self._renew_wanted.set()
+        self._update()
+
+    @property
+    def state(self) -> MeterState:
+        return self._state if self._state is not None else self._update()
+
+    # -- the background loop -----------------------------------------------------------------
+    async def run(self) -> None:
+        """Renews when the lease runs low; while stopped, retries once a second and ends the grace period."""
+        while not self._closed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._renew_wanted.wait(), timeout=1.0)
+            self._renew_wanted.clear()
+            stopped = self.state.level is Level.STOPPED
+            if stopped or self.held < self._lease_want() * self._settings.renew_below:
+                await self._renew()
+            state = self._update()
+            if state.level is Level.STOPPED and self._stopped_since is not None:
+                if self._clock() - self._stopped_since >= self._settings.grace_s:
+                    self._on_exhausted(state.reason or "exhausted")
+                    return
+
+    async def _renew(self) -> None:
+        seq = self._seq + 1  # the same seq is retried until it succeeds: idempotent in the store
+        reported = self._spent_total
+        self._sent_seq = max(self._sent_seq, seq)
+        try:
+            grant = await self._store.renew_lease(
+                self.account_id, self.lease_id, seq, reported, self._lease_want(), self.rules,
+                hour_s=self._settings.hour_s, refill_period_s=self._settings.refill_period_s,
+            )
+        except StoreUnavailable as exc:
+            if self._reason != "quota_store_unavailable":
+                logger.warning("session %s: quota store unavailable, spending the lease: %s", self.session_id, exc)
+            self._reason = "quota_store_unavailable"
+            return
+        except LeaseNotFound:
+            # expired in the store (e.g. a long outage): nothing more can be granted to it
+            logger.warning("session %s: lease %s is gone from the store", self.session_id, self.lease_id)
+            self._reason = "exhausted"
+            self._store_available = 0
+            self._granted_total = self._spent_total
+            return
+        self._seq = seq
+        self._reason = None
+        self._apply(grant, reported)
+
+    def _apply(self, grant: Grant, reported_spent: int) -> None:
+        # The store recorded `reported_spent`; frames charged while we awaited it come off the lease too.
+        self._granted_total = max(self._granted_total, reported_spent + grant.held)
+        if self.rules.metered:
+            self._store_available = grant.balance if grant.hour_left is None else min(grant.balance, grant.hour_left)
+
+    async def close(self) -> None:
+        """Returns what the lease holds; retried briefly, idempotent in the store."""
+        self._closed = True
+        self._renew_wanted.set()
+        seq = self._sent_seq + 1  # beyond any renew that may have been applied; the same for every retry
+        for attempt in range(3):
+            try:
+                await self._store.close_lease(
+                    self.account_id, self.lease_id, seq, self._spent_total, self.rules, hour_s=self._settings.hour_s
+                )
+                return
+            except StoreUnavailable:
+                await asyncio.sleep(0.2 * (attempt + 1))
+            except LeaseNotFound:
+                return
+        logger.warning("session %s: could not close lease %s; the store settles it after its TTL", self.session_id, self.lease_id)
+
+    # -- the level ---------------------------------------------------------------------------
+    def _burn_rate(self) -> float:
+        now = self._clock()
+        while self._burn and self._burn[0][0] < now - 10:
+            self._burn.popleft()
+        if len(self._burn) < 2:
+            return 0.0
+        (first_at, first_spent), (last_at, last_spent) = self._burn[0], self._burn[-1]
+        span = max(now - first_at, 1.0)
+        return to_tokens(last_spent - first_spent) / span
+
+    def _update(self) -> MeterState:
+        settings = self._settings
+        price = self.price_per_second
+        if not self.rules.metered:
+            level, cap, left, balance = Level.FULL, None, None, to_tokens(self._store_available)
+        else:
+            balance = to_tokens(max(0, self._store_available) + max(0, self.held))
+            left = balance / price
+            if self.held >= self._frame_cost() and left >= settings.slow_below_s:
+                level, cap = Level.FULL, None
+            elif self.held >= self._frame_cost() and left >= settings.crawl_below_s:
+                level, cap = Level.SLOW, settings.slow_fps
+            elif self.held >= self._frame_cost():
+                level, cap = Level.CRAWL, settings.crawl_fps
+            else:
+                level, cap = Level.STOPPED, 0.0
+        reason = (self._reason or "exhausted") if level is Level.STOPPED else None
+        if level is Level.STOPPED:
+            if self._stopped_since is None:
+                self._stopped_since = self._clock()
+        else:
+            self._stopped_since = None
+        state = MeterState(
+            level, cap, reason, self.rules.name, balance, to_tokens(self._spent_total), self._burn_rate(), price, left
+        )
+        previous = self._state
+        self._state = state
+        if previous is None or (previous.level, previous.reason) != (state.level, state.reason):
+            self._on_change(state)
+        return state

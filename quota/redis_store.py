@@ -1,0 +1,272 @@
+"""RedisStore: the QuotaStore of several server nodes sharing accounts on one Redis.
+
+Every operation is one Lua script (quota/lua/, one EVALSHA round trip) over the
+keys of one account (quota/keys.py: one hash tag, so one Cluster slot), timed by
+Redis `TIME`, never by this node's clock. Scripts are registered on this store's
+own client (`register_script` reloads them after `SCRIPT FLUSH`). A Redis that
+cannot be reached raises StoreUnavailable within a few seconds: metering fails
+closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from quota.errors import (
+    AccountExists,
+    AccountNotFound,
+    LeaseNotFound,
+    NothingToSpend,
+    StoreUnavailable,
+    TooManyLeases,
+)
+from quota.keys import AccountKeys, check_prefix, key_index
+from quota.settings import TierRules, to_micro
+from quota.store import Account, Grant
+
+HISTORY_LIMIT = 1000  # entries kept per account
+CREDIT_KEY_TTL_S = 30 * 24 * 3600  # how long a credit's idempotency key is remembered
+
+# Error replies of a Redis that is up but cannot serve writes now.
+_UNAVAILABLE_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "MISCONF", "OOM", "CLUSTERDOWN", "TRYAGAIN", "BUSY")
+
+_SCRIPT_NAMES = (
+    "create_account", "read_account", "get_account", "credit", "open_lease", "renew_lease", "close_lease", "history",
+)
+
+
+LUA_DIR = Path(__file__).resolve().with_name("lua")
+
+
+def _read_lua(name: str) -> str:
+    return (LUA_DIR / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def _compose(name: str, ledger: str) -> str:
+    """The script's header comment, then the shared ledger functions, then the script's body."""
+    lines = _read_lua(name).splitlines(keepends=True)
+    header = 0
+    while header < len(lines) and lines[header].startswith("--"):
+        header += 1
+    return "".join(lines[:header]) + ledger + "".join(lines[header:])
+
+
+def _load_scripts() -> dict[str, str]:
+    ledger = _read_lua("ledger")
+    return {name: _compose(name, ledger) for name in _SCRIPT_NAMES}
+
+
+SCRIPTS: dict[str, str] = _load_scripts()  # Lua sources, read once at import
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def _cap(rules: TierRules) -> int:
+    return -1 if rules.hourly_cap is None else to_micro(rules.hourly_cap)
+
+
+def _grant(lease_id: str, reply: list[Any]) -> Grant:
+    granted, held, balance, hour_left, open_leases = (int(v) for v in reply)
+    return Grant(lease_id, granted, held, balance, None if hour_left < 0 else hour_left, open_leases)
+
+
+class RedisStore:
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "facefuse",
+        *,
+        hour_s: float = 3600.0,
+        refill_period_s: float = 3600.0,
+        socket_timeout_s: float = 2.0,
+        history_limit: int = HISTORY_LIMIT,
+    ) -> None:
+        """hour_s and refill_period_s serve the operations that are not given them
+        (get_account, account_for_key, credit, history): pass the settings' values."""
+        self._prefix = check_prefix(prefix)
+        self._hour_us = _us(hour_s)
+        self._refill_period_us = _us(refill_period_s)
+        self._history_limit = history_limit
+        self._client = aioredis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=socket_timeout_s,
+            health_check_interval=5,
+            # one quick retry, for a pooled connection that died (a Redis restart); every
+            # script is idempotent except create_account, which then reports AccountExists
+            retry=Retry(ExponentialBackoff(cap=0.1, base=0.02), 1),
+        )
+        self._scripts = {name: self._client.register_script(source) for name, source in SCRIPTS.items()}
+
+    # -- running a script ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _errors(self, what: str, account_id: str = "", lease_id: str = "") -> Iterator[None]:
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError) as exc:  # BusyLoadingError is a ConnectionError
+            raise StoreUnavailable(f"quota store (Redis) unavailable during {what}: {exc}") from exc
+        except ResponseError as exc:
+            code, _, detail = str(exc).partition(" ")
+            if code == "ACCOUNT_EXISTS":
+                raise AccountExists(f"the account {account_id!r} exists") from None
+            if code == "ACCOUNT_NOT_FOUND":
+                raise AccountNotFound(f"no account {account_id!r}") from None
+            if code == "LEASE_NOT_FOUND":
+                raise LeaseNotFound(f"no open lease {lease_id!r}" + (f" ({detail})" if detail else "")) from None
+            if code == "TOO_MANY_LEASES":
+                raise TooManyLeases(detail) from None
+            if code == "NOTHING_TO_SPEND":
+                raise NothingToSpend(detail) from None
+            if code in _UNAVAILABLE_REPLIES:
+                raise StoreUnavailable(f"quota store (Redis) cannot serve {what}: {exc}") from exc
+            raise
+
+    async def _run(self, name: str, keys: list[str], args: list[Any], account_id: str, lease_id: str = "") -> Any:
+        with self._errors(name, account_id, lease_id):
+            return await self._scripts[name](keys=keys, args=args)
+
+    def _keys(self, account_id: str) -> AccountKeys:
+        return AccountKeys(self._prefix, account_id)
+
+    @staticmethod
+    def _account(account_id: str, reply: list[Any]) -> Account:
+        tier, balance, key_hash, hour_used, created_at = reply
+        return Account(account_id, tier, int(balance), key_hash, int(hour_used), int(created_at) / 1_000_000)
+
+    # -- accounts ------------------------------------------------------------------------------
+    async def create_account(self, account_id: str, tier: str, balance: int, key_hash: str) -> Account:
+        if balance < 0:
+            raise ValueError("the balance must be >= 0")
+        # The index first: a failure in between leaves an index to no account (ignored by
+        # account_for_key) and the retry succeeds, instead of an account no key finds.
+        with self._errors("create_account"):
+            await self._client.set(key_index(self._prefix, key_hash), account_id)
+        keys = self._keys(account_id)
+        reply = await self._run(
+            "create_account", [keys.account], [tier, balance, key_hash, self._hour_us], account_id
+        )
+        return self._account(account_id, reply)
+
+    async def get_account(self, account_id: str, rules: TierRules) -> Account:
+        keys = self._keys(account_id)
+        reply = await self._run(
+            "get_account",
+            [keys.account, keys.open],
+            [keys.lease_prefix, self._hour_us, to_micro(rules.refill_tokens), to_micro(rules.refill_max),
+             self._refill_period_us],
+            account_id,
+        )
+        return self._account(account_id, reply)
+
+    async def account_for_key(self, key_hash: str) -> Account | None:
+        with self._errors("account_for_key"):
+            account_id = await self._client.get(key_index(self._prefix, key_hash))
+        if account_id is None:
+            return None
+        reply = await self._run("read_account", [self._keys(account_id).account], [self._hour_us], account_id)
+        if reply is None:
+            return None
+        account = self._account(account_id, reply)
+        return account if account.key_hash == key_hash else None  # an index left by a failed create
+
+    async def credit(self, account_id: str, amount: int, idempotency_key: str) -> Account:
+        if amount < 0:
+            raise ValueError("a credit must be >= 0")
+        keys = self._keys(account_id)
+        reply = await self._run(
+            "credit",
+            [keys.account, keys.history, keys.credit(idempotency_key)],
+            [amount, idempotency_key, CREDIT_KEY_TTL_S, self._history_limit, keys.lease_prefix, self._hour_us],
+            account_id,
+        )
+        return self._account(account_id, reply)
+
+    # -- leases --------------------------------------------------------------------------------
+    async def open_lease(
+        self, account_id: str, lease_id: str, session_id: str, want: int, rules: TierRules, *, hour_s: float,
+        refill_period_s: float, lease_ttl_s: float,
+    ) -> Grant:
+        if want < 0:
+            raise ValueError("want must be >= 0")
+        keys = self._keys(account_id)
+        reply = await self._run(
+            "open_lease",
+            [keys.account, keys.open, keys.history, keys.lease(lease_id)],
+            [lease_id, session_id, want, int(rules.metered), rules.max_sessions, _cap(rules),
+             to_micro(rules.refill_tokens), to_micro(rules.refill_max), _us(refill_period_s), _us(hour_s),
+             _us(lease_ttl_s), self._history_limit, keys.lease_prefix],
+            account_id,
+            lease_id,
+        )
+        return _grant(lease_id, reply)
+
+    async def renew_lease(
+        self, account_id: str, lease_id: str, seq: int, spent_total: int, want: int, rules: TierRules, *,
+        hour_s: float, refill_period_s: float,
+    ) -> Grant:
+        if want < 0 or spent_total < 0:
+            raise ValueError("want and spent_total must be >= 0")
+        keys = self._keys(account_id)
+        reply = await self._run(
+            "renew_lease",
+            [keys.account, keys.open, keys.lease(lease_id)],
+            [lease_id, seq, spent_total, want, _cap(rules), to_micro(rules.refill_tokens), to_micro(rules.refill_max),
+             _us(refill_period_s), _us(hour_s), keys.lease_prefix],
+            account_id,
+            lease_id,
+        )
+        return _grant(lease_id, reply)
+
+    async def close_lease(
+        self, account_id: str, lease_id: str, seq: int, spent_total: int, rules: TierRules, *, hour_s: float
+    ) -> Grant:
+        if spent_total < 0:
+            raise ValueError("spent_total must be >= 0")
+        keys = self._keys(account_id)
+        reply = await self._run(
+            "close_lease",
+            [keys.account, keys.open, keys.lease(lease_id)],
+            [lease_id, seq, spent_total, _cap(rules), _us(hour_s)],
+            account_id,
+            lease_id,
+        )
+        return _grant(lease_id, reply)
+
+    # -- history -------------------------------------------------------------------------------
+    async def history(self, account_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        keys = self._keys(account_id)
+        reply = await self._run(
+            "history", [keys.account, keys.history, keys.open], [limit, keys.lease_prefix, self._hour_us], account_id
+        )
+        entries: list[dict[str, Any]] = []
+        for row in reply:
+            member = row[0]
+            if member.startswith("s:"):
+                _, session_id, spent, is_open, opened_at = row
+                entries.append({
+                    "kind": "session", "lease_id": member[2:], "session_id": session_id, "spent": int(spent),
+                    "open": bool(int(is_open)), "at": int(opened_at) / 1_000_000,
+                })
+            else:
+                _, amount, at, idempotency_key = member.split(":", 3)
+                entries.append({
+                    "kind": "credit", "amount": int(amount), "idempotency_key": idempotency_key,
+                    "at": int(at) / 1_000_000,
+                })
+        return entries
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

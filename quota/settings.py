@@ -1,0 +1,74 @@
+"""The quota package's settings section: tiers, prices, leases, throttle levels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MICRO = 1_000_000  # micro-tokens per token
+
+
+def to_micro(tokens: float) -> int:
+    return round(tokens * MICRO)
+
+
+def to_tokens(micro: int) -> float:
+    return micro / MICRO
+
+
+@dataclass(frozen=True)
+class TierRules:
+    """What a tier allows; passed to every store operation (tiers are settings, not data)."""
+
+    name: str
+    metered: bool = True  # False: never charged, still recorded (vip)
+    refill_tokens: float = 0.0  # added per refill period ...
+    refill_max: float = 0.0  # ... while the balance is below this
+    hourly_cap: float | None = None  # tokens spendable per hour window; None: no cap
+    priority: int = 0  # scheduler priority when the device is saturated
+    max_sessions: int = 4  # concurrent sessions across all nodes
+
+
+DEFAULT_TIERS: tuple[TierRules, ...] = (
+    TierRules("free", refill_tokens=10, refill_max=10, hourly_cap=60, priority=0, max_sessions=1),
+    TierRules("paid", hourly_cap=600, priority=1, max_sessions=4),
+    TierRules("vip", metered=False, priority=2, max_sessions=16),
+)
+
+
+@dataclass(frozen=True)
+class QuotaSettings:
+    tiers: tuple[TierRules, ...] = DEFAULT_TIERS
+    # tokens per second of processed video by output height: (max height, price); None = above all
+    prices: tuple[tuple[int | None, float], ...] = ((480, 1.0), (720, 3.0), (None, 5.0))
+    nominal_fps: float = 30.0
+    refill_period_s: float = 3600.0
+    hour_s: float = 3600.0  # the window of the hourly cap (tests shorten it)
+    lease_s: float = 5.0  # a lease holds this many seconds of video at the current price
+    renew_below: float = 0.4  # renew when less than this fraction of a lease is left
+    lease_ttl_s: float = 60.0  # a lease not renewed for this long is settled by the store
+    slow_below_s: float = 60.0  # fewer seconds of video left than this: slow_fps
+    slow_fps: float = 15.0
+    crawl_below_s: float = 15.0  # fewer than this: crawl_fps
+    crawl_fps: float = 5.0
+    grace_s: float = 10.0  # an exhausted session is closed after this unless topped up
+    redis_url: str | None = None  # None: the in-memory store
+    redis_prefix: str = "facefuse"
+    admin_key: str | None = None
+    tiers_by_name: dict[str, TierRules] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tiers_by_name", {tier.name: tier for tier in self.tiers})
+        if self.lease_s <= 0 or not 0 < self.renew_below < 1:
+            raise ValueError("lease_s must be > 0 and renew_below between 0 and 1")
+
+    def tier(self, name: str) -> TierRules:
+        try:
+            return self.tiers_by_name[name]
+        except KeyError:
+            raise ValueError(f"unknown tier {name!r}; tiers: {', '.join(self.tiers_by_name)}") from None
+
+    def price_per_second(self, height: int) -> float:
+        for max_height, price in self.prices:
+            if max_height is None or height <= max_height:
+                return price
+        return self.prices[-1][1]

@@ -1,0 +1,90 @@
+"""The store interface: accounts and leases, with two implementations of the same semantics.
+
+`MemoryStore` (the embedded default) and `RedisStore` (several server nodes
+sharing accounts) both satisfy `QuotaStore`; one contract test suite runs
+against both. Every operation is atomic. Time (refills, the hourly window,
+lease expiry) comes from the store's own clock: Redis `TIME` inside the script,
+`time.time()` in memory.
+
+Amounts are integer micro-tokens. A lease moves tokens from the balance into
+the lease (counted against the hourly window at once, so several nodes cannot
+overspend together); the node spends them locally and reports its cumulative
+`spent_total`; closing the lease returns `granted_total - spent_total` to the
+balance and to the hourly window. Cumulative totals plus a per-lease `seq`
+make every lease operation idempotent: a retried renew or close (same seq)
+returns the first result and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from quota.settings import TierRules
+
+
+@dataclass(frozen=True)
+class Account:
+    id: str
+    tier: str
+    balance: int  # micro-tokens
+    key_hash: str
+    hour_used: int  # micro-tokens granted in the current hour window (net of refunds)
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The result of a lease operation."""
+
+    lease_id: str
+    granted: int  # micro-tokens this operation moved into the lease (0 if none were left)
+    held: int  # micro-tokens the lease holds unspent now: granted_total - spent_total
+    balance: int  # the account's balance after the operation
+    hour_left: int | None  # what the hourly cap still allows; None without a cap
+    open_leases: int  # the account's open leases after the operation
+
+
+class QuotaStore(Protocol):
+    async def create_account(self, account_id: str, tier: str, balance: int, key_hash: str) -> Account:
+        """AccountExists if the id is taken."""
+
+    async def get_account(self, account_id: str, rules: TierRules) -> Account:
+        """Applies the tier's refill first. AccountNotFound."""
+
+    async def account_for_key(self, key_hash: str) -> Account | None: ...
+
+    async def credit(self, account_id: str, amount: int, idempotency_key: str) -> Account:
+        """Adds amount once per idempotency key; a repeated key changes nothing. AccountNotFound."""
+
+    async def open_lease(
+        self, account_id: str, lease_id: str, session_id: str, want: int, rules: TierRules, *, hour_s: float,
+        refill_period_s: float, lease_ttl_s: float,
+    ) -> Grant:
+        """Opens a lease holding up to `want`.
+
+        TooManyLeases when the account has rules.max_sessions open leases (expired
+        ones are settled first); NothingToSpend when a metered account can be
+        granted nothing (no lease is created then). Unmetered: granted = want,
+        balance untouched. Repeating the same lease_id returns the first grant.
+        """
+
+    async def renew_lease(
+        self, account_id: str, lease_id: str, seq: int, spent_total: int, want: int, rules: TierRules, *,
+        hour_s: float, refill_period_s: float,
+    ) -> Grant:
+        """Records spent_total (cumulative, never decreasing) and grants up to `want` more.
+
+        seq counts the lease's operations (1 for the first renew); a seq already
+        applied returns that operation's grant again. LeaseNotFound for an unknown,
+        closed or expired lease. granted may be 0 (nothing left).
+        """
+
+    async def close_lease(self, account_id: str, lease_id: str, seq: int, spent_total: int, rules: TierRules, *, hour_s: float) -> Grant:
+        """Records spent_total and returns the unspent rest; idempotent by seq; closing a closed lease is a no-op."""
+
+    async def history(self, account_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        """Newest first: {"kind": "credit", "amount", "idempotency_key", "at"} and
+        {"kind": "session", "lease_id", "session_id", "spent", "open", "at"} (spent in micro-tokens)."""
+
+    async def aclose(self) -> None: ...

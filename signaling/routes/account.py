@@ -1,0 +1,81 @@
+"""GET /api/account and the admin endpoints for accounts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from quota.settings import to_micro, to_tokens
+from quota.store import Account
+from signaling.app_keys import ACCOUNTS, SESSIONS, SETTINGS
+from signaling.auth import current_account, require_admin
+from signaling.errors import ApiError
+
+routes = web.RouteTableDef()
+
+
+def describe(request: web.Request, account: Account) -> dict[str, Any]:
+    rules = request.app[SETTINGS].quota.tier(account.tier)
+    sessions = request.app[SESSIONS].all(account.id)
+    return {
+        "id": account.id,
+        "tier": account.tier,
+        "balance": to_tokens(account.balance),
+        "hourly_spend": to_tokens(account.hour_used),
+        "hourly_cap": rules.hourly_cap,
+        "metered": rules.metered,
+        "max_sessions": rules.max_sessions,
+        "active_sessions": len(sessions),  # on this node
+        "burn_rate": round(sum(s.meter.state.burn_rate for s in sessions if s.meter is not None), 4),
+    }
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_body", "expected a JSON object")
+    return body
+
+
+@routes.get("/api/account")
+async def get_account(request: web.Request) -> web.Response:
+    return web.json_response(describe(request, await current_account(request)))
+
+
+@routes.post("/api/admin/accounts")
+async def create_account(request: web.Request) -> web.Response:
+    require_admin(request)
+    body = await _json_object(request)
+    account, api_key = await request.app[ACCOUNTS].create(body.get("id"), body.get("tier", "free"), body.get("balance", 0))
+    return web.json_response({**describe(request, account), "api_key": api_key}, status=201)
+
+
+@routes.get("/api/admin/accounts/{account_id}")
+async def admin_get_account(request: web.Request) -> web.Response:
+    require_admin(request)
+    accounts = request.app[ACCOUNTS]
+    account = await accounts.get(request.match_info["account_id"])
+    history = await accounts.store.history(account.id, limit=100)
+    for entry in history:
+        for field in ("amount", "spent"):
+            if field in entry:
+                entry[field] = to_tokens(entry[field])
+    return web.json_response({**describe(request, account), "history": history})
+
+
+@routes.post("/api/admin/accounts/{account_id}/credit")
+async def credit_account(request: web.Request) -> web.Response:
+    require_admin(request)
+    body = await _json_object(request)
+    amount, key = body.get("amount"), body.get("idempotency_key")
+    if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount <= 0:
+        raise ApiError(400, "invalid_body", "'amount' must be a number > 0")
+    if not isinstance(key, str) or not 1 <= len(key) <= 200:
+        raise ApiError(400, "invalid_body", "'idempotency_key' must be a string of 1-200 characters")
+    accounts = request.app[ACCOUNTS]
+    await accounts.store.credit(request.match_info["account_id"], to_micro(amount), key)
+    return web.json_response(describe(request, await accounts.get(request.match_info["account_id"])))

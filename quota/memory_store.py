@@ -171,6 +171,9 @@ class MemoryStore:
         account.settle_expired(now)
         return account.snapshot(now, self._hour_us)
 
+    async def tier_of(self, account_id: str) -> str:
+        return self._account(account_id).tier
+
     async def account_for_key(self, key_hash: str) -> Account | None:
         account = self._accounts.get(self._key_index.get(key_hash, ""))
         if account is None or account.key_hash != key_hash:

@@ -171,6 +171,12 @@ class RedisStore:
         )
         return self._account(account_id, reply)
 
+    async def tier_of(self, account_id: str) -> str:
+        reply = await self._run("read_account", [self._keys(account_id).account], [self._hour_us], account_id)
+        if reply is None:
+            raise AccountNotFound(f"no account {account_id!r}")
+        return self._account(account_id, reply).tier
+
     async def account_for_key(self, key_hash: str) -> Account | None:
         with self._errors("account_for_key"):
             account_id = await self._client.get(key_index(self._prefix, key_hash))

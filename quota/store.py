@@ -52,6 +52,9 @@ class QuotaStore(Protocol):
     async def get_account(self, account_id: str, rules: TierRules) -> Account:
         """Applies the tier's refill first. AccountNotFound."""
 
+    async def tier_of(self, account_id: str) -> str:
+        """The account's tier, read without applying anything. AccountNotFound."""
+
     async def account_for_key(self, key_hash: str) -> Account | None: ...
 
     async def credit(self, account_id: str, amount: int, idempotency_key: str) -> Account:

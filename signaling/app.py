@@ -44,7 +44,10 @@ async def _quota_store(app: web.Application) -> AsyncIterator[None]:
     """Redis when --redis-url is given, else in memory; the local account in local mode."""
     settings = app[SETTINGS]
     quota = settings.quota
-    store: QuotaStore = RedisStore(quota.redis_url, prefix=quota.redis_prefix) if quota.redis_url else MemoryStore()
+    periods = {"hour_s": quota.hour_s, "refill_period_s": quota.refill_period_s}
+    store: QuotaStore = (
+        RedisStore(quota.redis_url, prefix=quota.redis_prefix, **periods) if quota.redis_url else MemoryStore(**periods)
+    )
     app[ACCOUNTS] = Accounts(store, quota)
     try:
         if settings.local_mode:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import StoreUnderTest
+from store_harness import StoreUnderTest
 
 from quota.errors import NothingToSpend, TooManyLeases
 from quota.settings import MICRO, TierRules

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import StoreUnderTest
+from store_harness import StoreUnderTest
 
 from quota.errors import AccountExists, AccountNotFound, LeaseNotFound, NothingToSpend, TooManyLeases
 from quota.settings import MICRO, TierRules
@@ -275,15 +275,15 @@ async def test_spent_is_clamped_to_the_grant_and_never_decreases(store: QuotaSto
 
 async def test_expired_lease_frees_its_slot_and_is_refunded(under_test: StoreUnderTest, store: QuotaStore) -> None:
     await store.create_account("alice", "single", 10 * T, "h")
-    await open_lease(store, "alice", "a", 4 * T, SINGLE, ttl=0.8)
-    await under_test.advance(0.5)
+    await open_lease(store, "alice", "a", 4 * T, SINGLE, ttl=1.0)
+    await under_test.advance(0.6)
     assert (await renew(store, "alice", "a", 1, T, 0, SINGLE)).held == 3 * T  # a renew keeps it alive
-    await under_test.advance(0.5)
+    await under_test.advance(0.6)  # 1.2 s after the open, 0.6 s after the renew
     assert (await renew(store, "alice", "a", 2, T, 0, SINGLE)).held == 3 * T
     with pytest.raises(TooManyLeases):
         await open_lease(store, "alice", "b", T, SINGLE)
 
-    await under_test.advance(0.9)
+    await under_test.advance(1.05)
     # settled before counting: the slot is free and the 3 unspent tokens are back
     assert await open_lease(store, "alice", "b", T, SINGLE) == Grant("b", T, T, 8 * T, None, 1)
     with pytest.raises(LeaseNotFound):

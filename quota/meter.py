@@ -46,6 +46,7 @@ class MeterState:
     burn_rate: float  # tokens per second over the last seconds
     price_per_second: float
     seconds_left: float | None  # at the current price; None when unmetered
+    grace_s: float | None  # when stopped: seconds until the session is closed unless topped up
 
     def as_event(self) -> dict[str, object]:
         return {
@@ -59,6 +60,7 @@ class MeterState:
             "burn_rate": round(self.burn_rate, 4),
             "price_per_second": self.price_per_second,
             "seconds_left": None if self.seconds_left is None else round(self.seconds_left, 1),
+            "grace_s": self.grace_s,
         }
 
 
@@ -107,10 +109,6 @@ class SessionMeter:
 
     def _lease_want(self) -> int:
         return round(self._settings.lease_s * self.price_per_second * MICRO)
-
-    @property
-    def grace_s(self) -> float:
-        return self._settings.grace_s
 
     @property
     def held(self) -> int:
@@ -241,8 +239,11 @@ class SessionMeter:
                 self._stopped_since = self._clock()
         else:
             self._stopped_since = None
+        grace = None
+        if self._stopped_since is not None:
+            grace = round(max(0.0, settings.grace_s - (self._clock() - self._stopped_since)), 1)
         state = MeterState(
-            level, cap, reason, self.rules.name, balance, to_tokens(self._spent_total), self._burn_rate(), price, left
+            level, cap, reason, self.rules.name, balance, to_tokens(self._spent_total), self._burn_rate(), price, left, grace
         )
         previous = self._state
         self._state = state

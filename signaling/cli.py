@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--idle-timeout", type=float, default=10.0, help="seconds without video before a session is closed")
     _add(serve, "--redis-url", help="quota store, e.g. redis://127.0.0.1:6379/0 (default: in memory)")
     _add(serve, "--admin-key", help="key for /api/admin/*; without it the server runs one unmetered local account without auth, and only on loopback")
+    _add_many(serve, "--quota-setting", help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)")
     _add(serve, "--static-dir", type=Path, default=STATIC_DIR, help="folder with index.html")
     _add(serve, "--log-level", default="INFO", help="logging level")
     return parser
@@ -96,8 +98,25 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             max_wait_ms=args.max_wait_ms,
             max_in_flight=args.max_in_flight,
         ),
-        quota=QuotaSettings(redis_url=args.redis_url, admin_key=args.admin_key or None),
+        quota=QuotaSettings(
+            redis_url=args.redis_url, admin_key=args.admin_key or None, **_quota_numbers(_many(args, "--quota-setting"))
+        ),
     )
+
+
+def _quota_numbers(pairs: tuple[str, ...]) -> dict[str, float]:
+    """NAME=VALUE pairs for the numeric fields of QuotaSettings."""
+    numeric = {f.name for f in dataclasses.fields(QuotaSettings) if f.type in ("float", float)}
+    numbers: dict[str, float] = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if name not in numeric:
+            raise ValueError(f"--quota-setting {pair!r}: NAME is one of {', '.join(sorted(numeric))}")
+        try:
+            numbers[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--quota-setting {pair!r}: VALUE must be a number") from None
+    return numbers
 
 
 def _is_loopback(host: str) -> bool:

@@ -79,6 +79,7 @@
     previousInbound: null,
     statsTimer: null,
     statsBusy: false,
+    meterLevel: null, // the last throttle level told to the person
   };
   window.facefuse = state;
 
@@ -224,6 +225,7 @@
 
   function setSession(sessionId) {
     state.sessionId = sessionId;
+    state.meterLevel = null;
     if (sessionId) {
       document.body.dataset.sessionId = sessionId;
     } else {
@@ -267,10 +269,9 @@
     if (message.type === "stats") {
       state.serverStats = message;
       renderServerStats(message);
-      if (message.meter) renderMeter(message.meter);
+      if (message.meter) showMeter(message.meter);
     } else if (message.type === "meter") {
-      renderMeter(message);
-      announceMeterLevel(message);
+      showMeter(message);
     } else if (message.type === "error") {
       const code = message.code ? ` (${message.code})` : "";
       showError(`The server reported an error${code}:`, message.message || "no details given");
@@ -465,6 +466,15 @@
     ui.timeLeft.textContent =
       typeof meter.seconds_left === "number" ? `${formatNumber(meter.seconds_left, 0)} s` : dash;
     ui.tier.textContent = meter.tier || dash;
+  }
+
+  // Renders every update; tells the person only when the level changes.
+  function showMeter(meter) {
+    renderMeter(meter);
+    if (meter.level !== state.meterLevel) {
+      state.meterLevel = meter.level;
+      announceMeterLevel(meter);
+    }
   }
 
   function announceMeterLevel(meter) {

@@ -194,10 +194,7 @@ class Session:
         """The meter's level changed: the scheduler's cap follows, the client is told."""
         if self.state != "closed" and self.state != "new":
             self._runner.set_fps_cap(self.id, state.fps_cap)
-        event = state.as_event()
-        if state.level is Level.STOPPED:
-            event["grace_s"] = self.meter.grace_s if self.meter is not None else None
-        self.send_event(event)
+        self.send_event(state.as_event())
 
     def meter_exhausted(self, reason: str) -> None:
         self._spawn(self.close("quota store unavailable" if reason == "quota_store_unavailable" else "tokens exhausted"), "close")
@@ -205,6 +202,8 @@ class Session:
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         self._channel = channel
         channel.on("message", self._on_message)
+        if self.meter is not None:  # the level may have been set before the channel opened
+            self.send_event(self.meter.state.as_event())
 
     def _on_message(self, message: str | bytes) -> None:
         try:

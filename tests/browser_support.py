@@ -85,8 +85,14 @@ def facefuse_executable() -> str:
     return str(Path(sys.executable).parent / "facefuse")
 
 
-def http_json(method: str, url: str, timeout: float = 5.0) -> tuple[int, object]:
-    request = urllib.request.Request(url, method=method)
+def http_json(
+    method: str, url: str, timeout: float = 5.0, *, body: object = None, token: str | None = None
+) -> tuple[int, object]:
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, method=method, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read() or b"null")
@@ -99,7 +105,7 @@ def http_json(method: str, url: str, timeout: float = 5.0) -> tuple[int, object]
 class ServerProcess:
     """`facefuse serve` on a free loopback port, with its output kept in a log file."""
 
-    def __init__(self, log_path: Path, chain: str = "invert") -> None:
+    def __init__(self, log_path: Path, chain: str = "invert", extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -109,6 +115,7 @@ class ServerProcess:
             "--host", "127.0.0.1", "--port", str(self.port),
             "--ice-host", "127.0.0.1",
             "--chain", chain,
+            *extra_args,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
 

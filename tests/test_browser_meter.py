@@ -1,0 +1,90 @@
+"""The page with metering on: an API key, live balance, burn rate and throttle level."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from browser_support import ServerProcess, chromium, chromium_flags, face_path, http_json, write_y4m
+from test_browser import alert_text, text_of, wait_for
+
+pytestmark = pytest.mark.browser
+
+ADMIN = "admin-key-for-the-browser-test"
+TOKENS = re.compile(r"^\s*(\d+(?:\.\d+)?) tokens")
+
+
+@pytest.fixture(scope="module")
+def metered_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    # Short thresholds so a low balance shows the slow level within seconds.
+    args = ("--admin-key", ADMIN, "--quota-setting", "slow_below_s=20", "--quota-setting", "crawl_below_s=2")
+    process = ServerProcess(tmp_path_factory.mktemp("metered") / "server.log", chain="invert", extra_args=args)
+    try:
+        process.wait_ready(timeout=30)
+        yield process
+    finally:
+        exit_code = process.terminate(timeout=5)
+    assert exit_code == 0, process.log_tail()
+
+
+def create_account(server: ServerProcess, account_id: str, balance: float) -> str:
+    status, body = http_json(
+        "POST", f"{server.base_url}/api/admin/accounts", body={"id": account_id, "tier": "paid", "balance": balance}, token=ADMIN
+    )
+    assert status == 201, body
+    return body["api_key"]
+
+
+@pytest.fixture
+def driver(tmp_path: Path):
+    clip = write_y4m(face_path("obama.jpg"), tmp_path / "obama.y4m", frames=30)
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    with chromium(chromium_flags(clip, profile)) as browser:
+        yield browser
+
+
+def start_with_key(driver, server: ServerProcess, api_key: str) -> None:
+    driver.get(f"{server.base_url}/")
+    driver.find_element("id", "api-key").send_keys(api_key)
+    driver.find_element("id", "face-file").send_keys(str(face_path("biden.jpg")))
+    wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "face upload with the API key")
+    driver.find_element("id", "start").click()
+
+
+def shown_balance(driver) -> float | None:
+    match = TOKENS.match(text_of(driver, "stat-balance"))
+    return float(match.group(1)) if match else None
+
+
+def test_page_shows_balance_burn_rate_and_level_live(metered_server, driver):
+    start_with_key(driver, metered_server, create_account(metered_server, "olga", balance=200))
+    wait_for(lambda: text_of(driver, "stat-level") == "Full rate", 15, "level shown as full rate")
+    first = wait_for(lambda: shown_balance(driver), 5, "balance shown in tokens")
+    time.sleep(3)
+    second = shown_balance(driver)
+    burn = float(text_of(driver, "stat-burn").split()[0])
+    print(f"balance {first} -> {second}, burn rate {burn} tokens/s")
+    assert second < first, "the balance goes down while video is processed"
+    assert 0.5 <= burn <= 1.2, "640x480 costs 1 token per second at 30 fps"
+    assert text_of(driver, "stat-tier") == "paid"
+    assert alert_text(driver).strip() == ""
+
+
+def test_page_shows_the_slow_level_when_tokens_run_low(metered_server, driver):
+    start_with_key(driver, metered_server, create_account(metered_server, "pete", balance=15))
+    wait_for(lambda: driver.execute_script("return document.getElementById('stat-level').dataset.level;") == "slow",
+             15, "level shown as slow")
+    assert "Tokens running low" in text_of(driver, "status")
+    assert "15 fps" in text_of(driver, "status")
+
+
+def test_page_without_a_key_shows_the_401(metered_server, driver):
+    driver.get(f"{metered_server.base_url}/")
+    driver.find_element("id", "face-file").send_keys(str(face_path("biden.jpg")))
+    wait_for(lambda: "401" in alert_text(driver), 10, "the upload's 401 shown")
+    assert "API key" in alert_text(driver) or "Bearer" in alert_text(driver)

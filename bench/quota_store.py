@@ -7,14 +7,11 @@ Against a private redis-server this script starts (127.0.0.1, a free port, AOF w
   renew, S sessions    S leases renewed at once, S tasks on one store (one node)
   open + close         a lease opened and closed, sequentially (two round trips)
 
-and the round trips a session makes per minute of 30 fps video with 5 s leases:
-every processed frame spends price/30 from the lease, and the session renews when
-less than 40 % of a lease is left, asking for a whole lease more (what
-quota/meter.py does), compared with topping the lease up to one lease. Prints a
-markdown table.
+and the store round trips the real session meter (quota/meter.py) makes for one
+minute of 30 fps video with 5 s leases, charged frame by frame. Prints markdown tables.
 
-    .venv/bin/python bench/quota.py            # about 15 s
-    .venv/bin/python bench/quota.py --quick
+    .venv/bin/python bench/quota_store.py            # about 15 s
+    .venv/bin/python bench/quota_store.py --quick
 
 Not a test: it asserts nothing and the numbers depend on the machine's load.
 """
@@ -38,15 +35,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path, where this very file
-# (bench/quota.py) would hide the quota package: take the folder out before importing it.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
-
-from quota.memory_store import MemoryStore  # noqa: E402
-from quota.redis_store import RedisStore  # noqa: E402
-from quota.settings import MICRO, QuotaSettings, TierRules  # noqa: E402
-from quota.store import QuotaStore  # noqa: E402
+from quota.memory_store import MemoryStore
+from quota.meter import SessionMeter
+from quota.redis_store import RedisStore
+from quota.settings import MICRO, QuotaSettings, TierRules
+from quota.store import QuotaStore
 
 PAID = TierRules("paid", max_sessions=100_000)
 SETTINGS = QuotaSettings()
@@ -150,10 +143,9 @@ async def throughput(name: str, store: QuotaStore, calls: int, sessions: list[in
 # -- round trips per session-minute ----------------------------------------------------------------
 @dataclass
 class Cadence:
-    policy: str
+    store: str
     height: int
-    calls: int  # open + renews + close
-    renews: int
+    calls: int  # every store operation the meter made: open + renewals + close
     minutes: float
 
     @property
@@ -161,29 +153,37 @@ class Cadence:
         return self.calls / self.minutes
 
 
-async def session_cadence(store: QuotaStore, clock: Callable[[float], None] | None, height: int, policy: str,
-                          minutes: float = 1.0) -> Cadence:
-    """One session of `minutes` at 30 fps; `clock(dt)` advances a fake store clock (None: real time is not needed)."""
-    account = f"cadence-{policy}-{height}-{time.time_ns()}"
+class CountingStore:
+    """Counts the operations quota/meter.py makes on a real store."""
+
+    def __init__(self, store: QuotaStore) -> None:
+        self.store = store
+        self.calls = 0
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        operation = getattr(self.store, name)
+
+        async def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            return await operation(*args, **kwargs)
+
+        return counted
+
+
+async def session_cadence(name: str, store: QuotaStore, height: int, minutes: float = 1.0) -> Cadence:
+    """The real SessionMeter charging `minutes` of 30 fps video, frame by frame."""
+    account = f"cadence-{name}-{height}-{time.time_ns()}"
     await store.create_account(account, "paid", BALANCE, f"hash-{account}")
-    price = SETTINGS.price_per_second(height)
-    frame_cost = round(price * MICRO / SETTINGS.nominal_fps)
-    lease = round(SETTINGS.lease_s * price * MICRO)
-    grant = await store.open_lease(account, "l", "s", lease, PAID, lease_ttl_s=SETTINGS.lease_ttl_s, **KW)
-    granted, spent, seq, calls, renews = grant.granted, 0, 0, 1, 0
+    counting = CountingStore(store)
+    meter = SessionMeter(counting, account, PAID, f"s-{account}", SETTINGS)  # type: ignore[arg-type]
+    await meter.open(height)
+    renewing = asyncio.ensure_future(meter.run())
     for _ in range(round(minutes * 60 * SETTINGS.nominal_fps)):
-        if clock is not None:
-            clock(1 / SETTINGS.nominal_fps)
-        spent = min(granted, spent + frame_cost)
-        if granted - spent < SETTINGS.renew_below * lease:
-            want = lease if policy == "a whole lease more" else lease - (granted - spent)
-            seq += 1
-            grant = await store.renew_lease(account, "l", seq, spent, want, PAID, **KW)
-            granted += grant.granted
-            calls += 1
-            renews += 1
-    await store.close_lease(account, "l", seq + 1, spent, PAID, hour_s=SETTINGS.hour_s)
-    return Cadence(policy, height, calls + 1, renews, minutes)
+        meter.charge_frame(height)
+        await asyncio.sleep(0)  # the meter's loop renews in between frames, as on the server
+    await meter.close()
+    await renewing
+    return Cadence(name, height, counting.calls, minutes)
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -231,19 +231,11 @@ async def main() -> None:
         async with stores(url) as (redis_store, memory_store):
             rows = await throughput("redis", redis_store, calls, args.sessions)
             rows += await throughput("memory", memory_store, calls, args.sessions)
-            cadences = []
-            for policy in ("a whole lease more", "top up to one lease"):
-                for height in (480, 1080):
-                    fake = [1_800_000_000.0]
-                    memory = MemoryStore(lambda: fake[0])
-
-                    def advance(dt: float, fake: list[float] = fake) -> None:
-                        fake[0] += dt
-
-                    cadence = await session_cadence(memory, advance, height, policy)
-                    check = await session_cadence(redis_store, None, height, policy)  # the same count on Redis
-                    assert (check.calls, check.renews) == (cadence.calls, cadence.renews)
-                    cadences.append(cadence)
+            cadences = [
+                await session_cadence(name, store, height)
+                for name, store in (("redis", redis_store), ("memory", memory_store))
+                for height in (480, 1080)
+            ]
 
     print(f"## facefuse quota store bench, {started:%Y-%m-%d %H:%M} UTC")
     print()
@@ -261,11 +253,10 @@ async def main() -> None:
     print(f"Store round trips per session-minute at {SETTINGS.nominal_fps:g} fps, {SETTINGS.lease_s:g} s leases, "
           f"renew below {SETTINGS.renew_below:.0%} of a lease (target <= 15):")
     print()
-    print("| renew asks for | output height | price tokens/s | renewals | round trips (open + renewals + close) |")
-    print("|---|---:|---:|---:|---:|")
+    print("| store | output height | price tokens/s | round trips per minute (open + renewals + close) |")
+    print("|---|---:|---:|---:|")
     for c in cadences:
-        print(f"| {c.policy} | {c.height} | {SETTINGS.price_per_second(c.height):g} | {c.renews} | "
-              f"{c.per_minute:.0f} |")
+        print(f"| {c.store} | {c.height} | {SETTINGS.price_per_second(c.height):g} | {c.per_minute:.0f} |")
 
 
 if __name__ == "__main__":

@@ -28,12 +28,10 @@ import platform
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from quota.memory_store import MemoryStore
 from quota.meter import SessionMeter

@@ -213,7 +213,7 @@ class SessionMeter:
             self._burn.popleft()
         if len(self._burn) < 2:
             return 0.0
-        (first_at, first_spent), (last_at, last_spent) = self._burn[0], self._burn[-1]
+        (first_at, first_spent), (_, last_spent) = self._burn[0], self._burn[-1]
         span = max(now - first_at, 1.0)
         return to_tokens(last_spent - first_spent) / span
 

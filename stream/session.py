@@ -66,6 +66,7 @@ class Session:
         self._last_frame_at = time.monotonic()
         self._closed = asyncio.Event()
         self._close_started = False
+        self._in_runner = False  # registered with the runner (after negotiation)
 
     # -- negotiation ---------------------------------------------------------------
     async def accept(self, offer_sdp: str) -> str:
@@ -116,6 +117,7 @@ class Session:
                 priority=self.meter.rules.priority, fps_cap=self.meter.state.fps_cap,
             )
             self._spawn(self._run_meter(), "meter")
+        self._in_runner = True
         self._spawn(self._watch(), "watch")
         self._spawn(self._send_stats(), "stats")
         min_kbps, start_kbps, max_kbps = self._settings.bitrate_hints_kbps
@@ -188,11 +190,16 @@ class Session:
     # -- metering ------------------------------------------------------------------------
     async def _run_meter(self) -> None:
         assert self.meter is not None
-        await self.meter.run()
+        try:
+            await self.meter.run()
+        except Exception:
+            # Without its meter a session would never be charged nor stopped: end it.
+            logger.exception("session %s: the meter failed", self.id)
+            self._spawn(self.close("metering failed"), "close")
 
     def meter_changed(self, state: MeterState) -> None:
         """The meter's level changed: the scheduler's cap follows, the client is told."""
-        if self.state != "closed" and self.state != "new":
+        if self._in_runner and not self._close_started:
             self._runner.set_fps_cap(self.id, state.fps_cap)
         self.send_event(state.as_event())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import signal
 import socket
@@ -13,14 +14,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import av
 import numpy as np
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-FACES_DIR = REPO_ROOT / ".." / "shared" / "testdata" / "faces"
+from support import face_path  # noqa: F401  (re-exported for the browser tests)
 
 CHROMIUM_BINARY = "/usr/bin/chromium"
 CHROMEDRIVER_BINARY = "/usr/bin/chromedriver"
@@ -28,14 +28,6 @@ CHROMEDRIVER_BINARY = "/usr/bin/chromedriver"
 Y4M_WIDTH = 640
 Y4M_HEIGHT = 480
 Y4M_HEADER = f"YUV4MPEG2 W{Y4M_WIDTH} H{Y4M_HEIGHT} F30:1 Ip A1:1 C420jpeg\n".encode("ascii")
-
-
-def face_path(name: str) -> Path:
-    """A real face photograph from ../shared/testdata/faces (read-only)."""
-    path = FACES_DIR / name
-    if not path.is_file():
-        raise FileNotFoundError(f"test face {name!r} not found in {FACES_DIR.resolve()}")
-    return path.resolve()
 
 
 def write_y4m(photo: Path, destination: Path, frames: int = 30) -> Path:
@@ -413,3 +405,37 @@ const meanRgb = (id) => {
 };
 return {local: meanRgb("local-video"), remote: meanRgb("remote-video")};
 """
+
+
+# ---- page helpers shared by the browser tests ----------------------------------------------
+
+NUMBER = re.compile(r"^\s*-?\d+(\.\d+)?\b")
+
+
+def wait_for(condition: Callable[[], object], timeout: float, message: str, interval: float = 0.1) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s: {message}")
+        time.sleep(interval)
+
+
+def live_sessions(server: ServerProcess) -> list[dict]:
+    """The sessions `GET /api/sessions` lists that are not closed."""
+    status, body = http_json("GET", f"{server.base_url}/api/sessions")
+    assert status == 200, body
+    assert isinstance(body, dict) and isinstance(body.get("sessions"), list), body
+    return [session for session in body["sessions"] if session.get("state") != "closed"]
+
+
+def text_of(driver: Any, element_id: str) -> str:
+    return driver.execute_script("return document.getElementById(arguments[0]).textContent;", element_id)
+
+
+def alert_text(driver: Any) -> str:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('[role=alert]')).map((e) => e.textContent).join(' ');"
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +22,14 @@ from stream.settings import StreamSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FACES_DIR = (REPO_ROOT / ".." / "shared" / "testdata" / "faces").resolve()
+
+
+async def wait_until(predicate, timeout: float, step: float = 0.05) -> None:
+    """Polls `predicate` on the event loop until it holds; fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"condition not met within {timeout} s"
+        await asyncio.sleep(step)
 
 
 def face_path(name: str) -> Path:

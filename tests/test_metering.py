@@ -12,7 +12,7 @@ import pytest
 from signaling.client import FacefuseClient
 from stream.frame_stamp import read_stamp
 from stream.image_track import ImageTrack
-from support import face_rgb, loopback_settings, running_server
+from support import face_rgb, loopback_settings, running_server, wait_until
 
 ADMIN = "admin-key-for-metering-tests"
 
@@ -33,11 +33,6 @@ async def create_account(admin: FacefuseClient, account_id: str, balance: float,
     return body["api_key"]
 
 
-async def wait_for(predicate, timeout: float, step: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(step)
 
 
 class InvertedLog:
@@ -62,7 +57,7 @@ async def test_charges_match_processed_frames(store_url):
             key = await create_account(admin, "ivy", balance=100)
             async with FacefuseClient(url, api_key=key) as ivy:
                 session = await ivy.connect(ImageTrack(face_rgb("obama.jpg"), tag=1))
-                await wait_for(lambda: session.frames_received >= 150, timeout=20)
+                await wait_until(lambda: session.frames_received >= 150, timeout=20)
                 final = await ivy.request("DELETE", f"/api/sessions/{session.session_id}")
                 await session.close()
                 processed = final["frames_processed"]
@@ -94,9 +89,9 @@ async def test_throttle_levels_follow_the_balance_then_the_session_closes(store_
                             changes[event["level"]] = time.monotonic()
                     return level in changes
 
-                await wait_for(lambda: level_seen("slow"), timeout=10)
-                await wait_for(lambda: level_seen("crawl"), timeout=15)
-                await wait_for(lambda: level_seen("stopped"), timeout=20)
+                await wait_until(lambda: level_seen("slow"), timeout=10)
+                await wait_until(lambda: level_seen("crawl"), timeout=15)
+                await wait_until(lambda: level_seen("stopped"), timeout=20)
                 stopped_at = changes["stopped"]
                 await asyncio.sleep(1.5)
                 slow_fps = log.fps(changes["slow"] + 0.5, changes["crawl"] - 0.2, processed=True)
@@ -111,7 +106,7 @@ async def test_throttle_levels_follow_the_balance_then_the_session_closes(store_
                 stopped_event = next(e for e in session.events if e.get("type") == "meter" and e["level"] == "stopped")
                 assert stopped_event["reason"] == "exhausted" and stopped_event["grace_s"] == 2.0
                 # closed after the grace period
-                await wait_for(lambda: session.pc.connectionState in ("closed", "failed"), timeout=8)
+                await wait_until(lambda: session.pc.connectionState in ("closed", "failed"), timeout=8)
                 assert (await jay.request("GET", "/api/sessions"))["sessions"] == []
                 account = await jay.request("GET", "/api/account")
                 assert 0 <= account["balance"] < 1 / 30, "spent down to less than one frame, never below 0"
@@ -127,13 +122,13 @@ async def test_top_up_during_the_grace_period_resumes(store_url):
                 log = InvertedLog()
                 session = await kim.connect(ImageTrack(face_rgb("obama.jpg"), tag=3), on_frame=log)
                 stopped = lambda: any(e.get("type") == "meter" and e["level"] == "stopped" for e in session.events)
-                await wait_for(stopped, timeout=10)
+                await wait_until(stopped, timeout=10)
                 await admin.request("POST", "/api/admin/accounts/kim/credit", json={"amount": 100, "idempotency_key": "t1"})
                 credited = time.monotonic()
                 resumed = lambda: session.events and any(
                     e.get("type") == "meter" and e["level"] == "full" for e in list(session.events)[-3:]
                 )
-                await wait_for(resumed, timeout=4)
+                await wait_until(resumed, timeout=4)
                 await asyncio.sleep(2)
                 assert log.fps(time.monotonic() - 1.5, time.monotonic(), processed=True) >= 20, "full rate again"
                 assert time.monotonic() - credited < 6, "resumed within the grace period"

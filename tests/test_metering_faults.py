@@ -10,8 +10,8 @@ from signaling.app_keys import SESSIONS
 from signaling.client import FacefuseClient
 from stream.image_track import ImageTrack
 from browser_support import ServerProcess
-from support import face_rgb, running_server
-from test_metering import ADMIN, InvertedLog, create_account, metered_settings, wait_for
+from support import face_rgb, running_server, wait_until
+from test_metering import ADMIN, InvertedLog, create_account, metered_settings
 
 pytestmark = pytest.mark.redis
 
@@ -32,7 +32,7 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             await asyncio.sleep(1.0)
             redis_server.stop(kill=True)
             killed = time.monotonic()
-            await wait_for(lambda: ("stopped", "quota_store_unavailable") in meter_levels(session), timeout=10)
+            await wait_until(lambda: ("stopped", "quota_store_unavailable") in meter_levels(session), timeout=10)
             ran_on = time.monotonic() - killed
             print(f"processed on the lease for {ran_on:.1f} s after Redis died")
             assert ran_on < 3.5, "no more than the lease (at most 1.4 x 2 s of video) is spent without the store"
@@ -42,7 +42,7 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             assert log.fps(now - 0.4, now, processed=False) > 15, "the original video keeps flowing"
 
             redis_server.start()
-            await wait_for(lambda: meter_levels(session)[-1][0] == "full", timeout=10)
+            await wait_until(lambda: meter_levels(session)[-1][0] == "full", timeout=10)
             await asyncio.sleep(1.0)
             await lee.request("DELETE", f"/api/sessions/{session.session_id}")
             await session.close()
@@ -93,7 +93,7 @@ async def test_two_server_processes_spend_one_account_consistently(redis_server,
                 await client.connect(ImageTrack(face_rgb("obama.jpg"), width=480, height=360, tag=n), on_frame=log)
                 for n, (client, log) in enumerate(zip(clients, logs))
             ]
-            await wait_for(lambda: all(s.pc.connectionState in ("closed", "failed") for s in sessions), timeout=40)
+            await wait_until(lambda: all(s.pc.connectionState in ("closed", "failed") for s in sessions), timeout=40)
             for session, client in zip(sessions, clients):
                 await session.close()
                 await client.close()

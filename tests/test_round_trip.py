@@ -1,6 +1,5 @@
 """A real aiortc client <-> the real server, both in this event loop, media on 127.0.0.1."""
 
-import asyncio
 
 import numpy as np
 import pytest
@@ -8,15 +7,9 @@ import pytest
 from signaling.client import FacefuseClient
 from stream.frame_stamp import read_stamp, split_value
 from stream.image_track import ImageTrack
-from support import face_rgb, loopback_settings, running_server
+from support import face_rgb, loopback_settings, running_server, wait_until
 
 
-async def wait_for(predicate, timeout: float, step: float = 0.05) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(step)
 
 
 def luma(frame) -> np.ndarray:
@@ -32,7 +25,7 @@ async def test_passthrough_returns_the_photo_in_order(codec):
             source = ImageTrack(photo, tag=7)
             session = await client.connect(source, codec=codec)
             try:
-                await wait_for(lambda: session.frames_received >= 150, timeout=30)
+                await wait_until(lambda: session.frames_received >= 150, timeout=30)
                 received = list(session.received)
                 stamps = [read_stamp(item.frame) for item in received]
                 assert all(stamp is not None and not stamp[1] for stamp in stamps), "every frame keeps its stamp"

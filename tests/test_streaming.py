@@ -12,14 +12,9 @@ import pytest
 from signaling.client import FacefuseClient, ReceivedFrame
 from stream.frame_stamp import read_stamp, split_value
 from stream.image_track import ImageTrack
-from support import face_rgb, loopback_settings, running_server
+from support import face_rgb, loopback_settings, running_server, wait_until
 
 
-async def wait_for(predicate, timeout: float, step: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(step)
 
 
 class LatencyLog:
@@ -76,7 +71,7 @@ async def test_two_sessions_share_batches_and_keep_their_own_frames():
             logs = [LatencyLog(source) for source in sources]
             sessions = [await client.connect(source, on_frame=log) for source, log in zip(sources, logs)]
             try:
-                await wait_for(lambda: all(len(log.samples) >= 60 for log in logs), timeout=20)
+                await wait_until(lambda: all(len(log.samples) >= 60 for log in logs), timeout=20)
                 assert logs[0].tags == {1} and logs[1].tags == {2}, "each session gets only its own frames"
                 health = await client.request("GET", "/healthz")
                 assert health["scheduler"]["batch_sizes"].get("2", 0) > 10, health["scheduler"]
@@ -104,11 +99,11 @@ async def test_connect_disconnect_cycles_leave_nothing_behind():
 
             async def cycle(number: int) -> None:
                 session = await client.connect(ImageTrack(photo, width=320, height=240), codec="VP8" if number % 2 else "H264")
-                await wait_for(lambda: session.frames_received >= 3, timeout=10)
+                await wait_until(lambda: session.frames_received >= 3, timeout=10)
                 if number % 2:
                     await client.request("DELETE", f"/api/sessions/{session.session_id}")
                 await session.close()
-                await wait_for(lambda: not app_sessions(), timeout=10)
+                await wait_until(lambda: not app_sessions(), timeout=10)
 
             def app_sessions():
                 from signaling.app_keys import SESSIONS
@@ -148,9 +143,9 @@ async def test_a_peer_that_stops_sending_is_closed_after_the_idle_timeout():
         async with FacefuseClient(url) as client:
             session = await client.connect(StallingTrack(face_rgb("obama.jpg"), width=320, height=240))
             server_session = app[SESSIONS].get(session.session_id)
-            await wait_for(lambda: session.frames_received >= 3, timeout=10)
+            await wait_until(lambda: session.frames_received >= 3, timeout=10)
             started = time.monotonic()
-            await wait_for(lambda: server_session.state == "closed", timeout=6)
+            await wait_until(lambda: server_session.state == "closed", timeout=6)
             assert server_session.close_reason == "no video for 1.5 s"
             assert time.monotonic() - started < 4
             assert app[SESSIONS].all() == []

@@ -202,6 +202,8 @@ class Session:
         if self._in_runner and not self._close_started:
             self._runner.set_fps_cap(self.id, state.fps_cap)
         self.send_event(state.as_event())
+        if state.level is Level.STOPPED:
+            self.send_event({"type": "exhausted", "reason": state.reason, "grace_s": state.grace_s})
 
     def meter_exhausted(self, reason: str) -> None:
         self._spawn(self.close("quota store unavailable" if reason == "quota_store_unavailable" else "tokens exhausted"), "close")

@@ -105,6 +105,7 @@ async def test_throttle_levels_follow_the_balance_then_the_session_closes(store_
                 assert stopped_processed == 0 and stopped_original >= 20, "stopped: the original video, unprocessed"
                 stopped_event = next(e for e in session.events if e.get("type") == "meter" and e["level"] == "stopped")
                 assert stopped_event["reason"] == "exhausted" and stopped_event["grace_s"] == 2.0
+                assert {"type": "exhausted", "reason": "exhausted", "grace_s": 2.0} in list(session.events)
                 # closed after the grace period
                 await wait_until(lambda: session.pc.connectionState in ("closed", "failed"), timeout=8)
                 assert (await jay.request("GET", "/api/sessions"))["sessions"] == []

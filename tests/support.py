@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 import dataclasses
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -30,6 +31,12 @@ async def wait_until(predicate, timeout: float, step: float = 0.05) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"condition not met within {timeout} s"
         await asyncio.sleep(step)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def face_path(name: str) -> Path:

@@ -2,7 +2,6 @@
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ import pytest
 from signaling.cli import build_parser, main, settings_from_args
 from signaling.client import FacefuseClient
 from stream.image_track import ImageTrack
-from support import face_rgb
+from support import face_rgb, free_port
 
 FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 
@@ -51,12 +50,6 @@ def test_bad_values_are_refused_before_starting(argv, capsys):
         main(argv)
     assert caught.value.code == 2
     assert "error:" in capsys.readouterr().err
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_server(*extra: str) -> tuple[subprocess.Popen, str]:

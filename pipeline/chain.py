@@ -23,8 +23,10 @@ class ChainItem:
     options: Mapping[str, object] = field(default_factory=dict)
 
 
-# Per item: the processed image, or the exception that failed just that frame.
-ChainResult = np.ndarray | BaseException
+# Per item: the processed image; None when the chain passed the frame through on purpose
+# (no face to swap: not processed, not charged, not an error); or the exception that
+# failed just that frame.
+ChainResult = np.ndarray | BaseException | None
 
 
 class Chain(Protocol):
@@ -43,3 +45,8 @@ class Chain(Protocol):
 
     def forget_session(self, session_id: str) -> None:
         """Drop any per-session state (tracking, cached faces) when a session ends."""
+
+    def analyse_face(self, image_rgb: np.ndarray) -> object | None:
+        """What the chain needs of an uploaded face photo, computed once; None: no face in it.
+
+        Chains that use no source face return the image's size (anything not None)."""

@@ -18,6 +18,10 @@ class FaceForbidden(PermissionError):
     code = "forbidden"
 
 
+class NoFaceFound(ValueError):
+    code = "no_face"
+
+
 class FaceLibraryFull(RuntimeError):
     code = "face_library_full"
 
@@ -30,6 +34,7 @@ class Face:
     format: str
     size_bytes: int
     created_at: float
+    analysis: object = None  # what the chain computed once from the photo (e.g. the source face's mesh)
 
     def describe(self) -> dict[str, object]:
         height, width = self.image.shape[:2]
@@ -51,8 +56,8 @@ class FaceLibrary:
         self._faces: dict[str, Face] = {}
         self._lock = threading.Lock()
 
-    def add(self, image: np.ndarray, *, owner: str, format: str, size_bytes: int) -> Face:
-        face = Face(secrets.token_urlsafe(9), owner, image, format, size_bytes, time.time())
+    def add(self, image: np.ndarray, *, owner: str, format: str, size_bytes: int, analysis: object = None) -> Face:
+        face = Face(secrets.token_urlsafe(9), owner, image, format, size_bytes, time.time(), analysis)
         with self._lock:
             if len(self._faces) >= self.max_faces:
                 raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")

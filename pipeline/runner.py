@@ -220,6 +220,8 @@ class BatchRunner:
     def _result(job: _Job, item: ChainItem, output: ChainResult) -> FrameResult:
         if isinstance(output, BaseException):
             return FrameResult(job.session_id, job.frame, job.arrived, False, str(output) or type(output).__name__)
+        if output is None:  # passed through on purpose (e.g. no face): not processed, no error
+            return FrameResult(job.session_id, job.frame, job.arrived, False)
         if output is item.image:
             return FrameResult(job.session_id, job.frame, job.arrived, True)
         try:

@@ -19,6 +19,8 @@ class PipelineSettings:
     # Frames of one session in flight at once; 1 keeps each session's frames in order
     # and lets the newest frame win while the previous one is processed.
     max_in_flight: int = 1
+    # Mark swapped output with a small "AI" badge (deep-fake disclosure); an operator may turn it off.
+    badge: bool = True
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:

@@ -60,13 +60,13 @@ async def _quota_store(app: web.Application) -> AsyncIterator[None]:
 async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     device = resolve_device(settings.pipeline.device)
-    chain = create_chain(settings.pipeline.chain, device)
+    chain = create_chain(settings.pipeline.chain, device, app[FACES], badge=settings.pipeline.badge)
     runner = BatchRunner(chain, settings.pipeline)
     await asyncio.to_thread(runner.start)  # warm-up may load weights: keep the loop free
     logger.info("chain %s warmed up on %s", chain.name, device)
     app[DEVICE] = str(device)
     app[RUNNER] = runner
-    app[SESSIONS] = SessionManager(runner, settings.stream)
+    app[SESSIONS] = SessionManager(runner, settings.stream, app[FACES])
     try:
         yield
     finally:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound
+from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound, NoFaceFound
 from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
 from quota.accounts import InvalidAccount, InvalidApiKey
 from quota.errors import AccountExists, AccountNotFound, NothingToSpend, StoreUnavailable, TooManyLeases
@@ -40,6 +40,7 @@ _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (SessionNotFound, 404),
     (AccountNotFound, 404),
     (AccountExists, 409),
+    (NoFaceFound, 422),
     (TooManyLeases, 429),
     (StoreUnavailable, 503),
     (ImageTooLarge, 413),

@@ -7,6 +7,7 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 
+from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from quota.meter import MeterState, SessionMeter
 from stream.errors import SessionForbidden, SessionNotFound, TooManySessions
@@ -20,9 +21,10 @@ MeterFactory = Callable[[str, Callable[[MeterState], None], Callable[[str], None
 
 
 class SessionManager:
-    def __init__(self, runner: BatchRunner, settings: StreamSettings) -> None:
+    def __init__(self, runner: BatchRunner, settings: StreamSettings, faces: FaceLibrary | None = None) -> None:
         self._runner = runner
         self._settings = settings
+        self._faces = faces if faces is not None else FaceLibrary()
         self._sessions: dict[str, Session] = {}
 
     async def open(
@@ -48,6 +50,7 @@ class SessionManager:
             face_id=face_id,
             options=options,
             account_id=account_id,
+            faces=self._faces,
             on_closed=self._forget,
         )
         self._sessions[session.id] = session

@@ -19,6 +19,7 @@ from typing import Any
 from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
 from pipeline.runner import BatchRunner, FrameResult
 from quota.meter import Level, MeterState, SessionMeter
 from stream.encoder import tune_sender
@@ -43,11 +44,13 @@ class Session:
         face_id: str | None = None,
         options: Mapping[str, object] | None = None,
         account_id: str | None = None,
+        faces: FaceLibrary | None = None,
         meter: SessionMeter | None = None,
         on_closed: Callable[[Session], Awaitable[None] | None] | None = None,
     ) -> None:
         self.id = session_id
         self.account_id = account_id
+        self._faces = faces if faces is not None else FaceLibrary()
         self.meter = meter
         self.face_id = face_id
         self.options = dict(options or {})
@@ -221,7 +224,24 @@ class Session:
         except (ValueError, TypeError, KeyError):
             self.send_event({"type": "error", "code": "invalid_command", "message": "expected a JSON object with a 'type'"})
             return
+        if kind == "set_face":
+            face_id = command.get("face_id")
+            try:
+                self.set_face(face_id if isinstance(face_id, str) else None)
+            except (FaceNotFound, FaceForbidden) as exc:
+                self.send_event({"type": "error", "code": exc.code, "message": exc.args[0]})
+                return
+            self.send_event({"type": "face", "face_id": self.face_id})
+            return
         self.send_event({"type": "error", "code": "unknown_command", "message": f"unknown command type {kind!r}"})
+
+    def set_face(self, face_id: str | None) -> None:
+        """Switches the source face mid-stream (None: no swap); FaceNotFound / FaceForbidden."""
+        if face_id is not None:
+            self._faces.get(face_id, self.account_id)
+        self.face_id = face_id
+        if self._in_runner and not self._close_started:
+            self._runner.set_options(self.id, self._chain_options())
 
     def send_event(self, event: Mapping[str, Any]) -> None:
         """Sends a JSON event to the client if its data channel is open (events are best effort)."""

@@ -1,7 +1,7 @@
 """The chains the server can run, by name.
 
 A chain spec is a name, optionally followed by ':'-separated numbers:
-`passthrough`, `invert`, `fixed-cost:BATCH_MS:FRAME_MS` (default 10:1).
+`passthrough`, `invert`, `fixed-cost:BATCH_MS:FRAME_MS` (default 10:1), `mesh` (the face swap).
 """
 
 from __future__ import annotations
@@ -9,19 +9,24 @@ from __future__ import annotations
 import torch
 
 from pipeline.chain import Chain
+from pipeline.faces import FaceLibrary
 from pipeline.chains.fixed_cost import FixedCostChain
 from pipeline.chains.invert import InvertChain
 from pipeline.chains.passthrough import PassthroughChain
 
-CHAIN_NAMES = ("passthrough", "invert", "fixed-cost")
+CHAIN_NAMES = ("passthrough", "invert", "fixed-cost", "mesh")
 
 
 class UnknownChain(ValueError):
     pass
 
 
-def create_chain(spec: str, device: torch.device) -> Chain:
+def create_chain(spec: str, device: torch.device, faces: FaceLibrary | None = None, *, badge: bool = True) -> Chain:
     name, _, args = spec.partition(":")
+    if name == "mesh" and not args:
+        from pipeline.chains.mesh_swap import MeshSwapChain  # loads the face models: only when asked for
+
+        return MeshSwapChain(device, faces if faces is not None else FaceLibrary(), badge=badge)
     if name == "passthrough" and not args:
         return PassthroughChain()
     if name == "invert" and not args:

@@ -7,7 +7,8 @@ import asyncio
 from aiohttp import web
 
 from pipeline.images import decode_image
-from signaling.app_keys import FACES, SETTINGS
+from pipeline.faces import NoFaceFound
+from signaling.app_keys import FACES, RUNNER, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
 
@@ -45,7 +46,10 @@ async def upload_face(request: web.Request) -> web.Response:
     account = await current_account(request)
     data = await _read_upload(request, request.app[SETTINGS].http.max_upload_bytes)
     image, format_name = await asyncio.to_thread(decode_image, data)  # up to ~100 ms: off the loop
-    face = request.app[FACES].add(image, owner=account.id, format=format_name, size_bytes=len(data))
+    analysis = await asyncio.to_thread(request.app[RUNNER].chain.analyse_face, image)
+    if analysis is None:
+        raise NoFaceFound("no face was found in the photo: upload a photo with one clearly visible face")
+    face = request.app[FACES].add(image, owner=account.id, format=format_name, size_bytes=len(data), analysis=analysis)
     return web.json_response(face.describe(), status=201, headers={"Location": f"/api/faces/{face.id}"})
 
 

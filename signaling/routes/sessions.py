@@ -73,3 +73,18 @@ async def delete_session(request: web.Request) -> web.Response:
     account = await current_account(request)
     session = await request.app[SESSIONS].close(request.match_info["session_id"], account_id=account.id)
     return web.json_response(session.snapshot())
+
+
+@routes.post("/api/sessions/{session_id}/face")
+async def set_session_face(request: web.Request) -> web.Response:
+    """Switches the session's source face mid-stream: {"face_id": "..."} (null: stop swapping)."""
+    account = await current_account(request)
+    session = request.app[SESSIONS].get(request.match_info["session_id"], account.id)
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+    if not isinstance(body, dict) or not (body.get("face_id") is None or isinstance(body.get("face_id"), str)):
+        raise ApiError(400, "invalid_body", "expected {\"face_id\": \"...\"} (or null)")
+    session.set_face(body.get("face_id"))
+    return web.json_response(session.snapshot())

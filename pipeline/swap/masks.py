@@ -1,0 +1,133 @@
+"""Per-face masks in region pixels (region.py), rasterised on the device: the face-oval polygon,
+eroded and feathered; the eyes and the mouth opening taken out again where they are open.
+
+All sizes are fractions of the region side R, so one batch of regions uses one set of kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from pipeline.swap.topology import (
+    EYE_IMAGE_LEFT,
+    EYE_IMAGE_LEFT_LIDS,
+    EYE_IMAGE_RIGHT,
+    EYE_IMAGE_RIGHT_LIDS,
+    EYE_OUTER_CORNERS,
+    FACE_OVAL,
+    INNER_LIPS,
+    MOUTH_LIPS,
+)
+
+# Apertures (lid or lip gap / inter-ocular distance) at which an eye or the mouth starts to count
+# as open, and at which it fully does; in between the kept area fades in (no flicker at the edge).
+EYE_OPEN = (0.035, 0.06)
+MOUTH_OPEN = (0.03, 0.07)
+
+
+@dataclass(frozen=True, eq=False)
+class FaceMasks:
+    """[N, 1, R, R] float maps in [0, 1]:
+    alpha: the feathered weight of the swapped face; hard: where the swapped face may show at all
+    (the oval less the open eyes and mouth); skin: the target's skin, for colour statistics (the
+    eroded oval less eyes and mouth, open or not); support: the dilated oval, softened; no pixel
+    outside support > 0 changes."""
+
+    alpha: torch.Tensor
+    hard: torch.Tensor
+    skin: torch.Tensor
+    support: torch.Tensor
+
+
+def polygon_masks(polygons: torch.Tensor, size: int) -> torch.Tensor:
+    """Even-odd fill of closed polygons [N, V, 2] (region pixels) at each pixel centre of an
+    R x R grid -> [N, 1, R, R] float {0, 1}.
+
+    Scanline parity, vectorised: each edge that spans a row toggles the row from the first pixel
+    centre right of its crossing; a running sum along the row, mod 2, is the inside test.
+    O(V R + R^2) per face instead of the V R^2 of testing every pixel against every edge."""
+    n, v, _ = polygons.shape
+    a = polygons
+    b = polygons.roll(-1, dims=1)
+    centres = torch.arange(size, device=polygons.device, dtype=polygons.dtype) + 0.5
+    ay, by = a[..., 1:2], b[..., 1:2]  # [N, V, 1]
+    ax, bx = a[..., 0:1], b[..., 0:1]
+    crosses = (ay > centres) != (by > centres)  # [N, V, R]: the edge spans this row's centre line
+    dy = by - ay
+    dy = torch.where(dy.abs() < 1e-12, torch.full_like(dy, 1e-12), dy)
+    x_cross = ax + (bx - ax) * (centres - ay) / dy  # [N, V, R]
+    first = (x_cross - 0.5).floor().add(1).clamp(0, size).long()  # first column whose centre is right of it
+    toggles = torch.zeros(n, size, size + 1, device=polygons.device, dtype=torch.int32)
+    toggles.scatter_add_(2, first.transpose(1, 2), crosses.transpose(1, 2).to(torch.int32))
+    inside = toggles[..., :size].cumsum(dim=2) % 2
+    return inside.to(polygons.dtype)[:, None]
+
+
+def dilate(mask: torch.Tensor, radius: int) -> torch.Tensor:
+    if radius <= 0:
+        return mask
+    k = 2 * radius + 1  # a square structuring element, applied as two separable passes
+    mask = F.max_pool2d(mask, (1, k), stride=1, padding=(0, radius))
+    return F.max_pool2d(mask, (k, 1), stride=1, padding=(radius, 0))
+
+
+def erode(mask: torch.Tensor, radius: int) -> torch.Tensor:
+    return 1.0 - dilate(1.0 - mask, radius)
+
+
+def box_blur(mask: torch.Tensor, radius: int, passes: int = 3) -> torch.Tensor:
+    """`passes` separable box filters of width 2r+1 (close to a Gaussian); reach passes * r."""
+    if radius <= 0:
+        return mask
+    k = 2 * radius + 1
+    for _ in range(passes):
+        mask = F.avg_pool2d(mask, (1, k), stride=1, padding=(0, radius), count_include_pad=True)
+        mask = F.avg_pool2d(mask, (k, 1), stride=1, padding=(radius, 0), count_include_pad=True)
+    return mask
+
+
+def apertures(points: torch.Tensor) -> torch.Tensor:
+    """[N, 3]: the image-left eye's, image-right eye's and the mouth's opening over the
+    inter-ocular distance, from mesh points [N, 468, 2+] (any pixel unit)."""
+    xy = points[..., :2]
+    scale = (xy[:, EYE_OUTER_CORNERS[0]] - xy[:, EYE_OUTER_CORNERS[1]]).norm(dim=-1).clamp_min(1e-6)
+    gaps = [(xy[:, up] - xy[:, low]).norm(dim=-1) for up, low in (EYE_IMAGE_LEFT_LIDS, EYE_IMAGE_RIGHT_LIDS, MOUTH_LIPS)]
+    return torch.stack(gaps, dim=1) / scale[:, None]
+
+
+def openness(points: torch.Tensor) -> torch.Tensor:
+    """[N, 3] in [0, 1]: how far each eye (image-left, image-right) and the mouth count as open."""
+    ratio = apertures(points)
+    low = torch.tensor([EYE_OPEN[0], EYE_OPEN[0], MOUTH_OPEN[0]], device=points.device)
+    high = torch.tensor([EYE_OPEN[1], EYE_OPEN[1], MOUTH_OPEN[1]], device=points.device)
+    return ((ratio - low) / (high - low)).clamp(0.0, 1.0)
+
+
+def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True) -> FaceMasks:
+    """The masks of each face from its target mesh points [N, 468, 2+] in region pixels."""
+    xy = points[..., :2].float()
+    unit = size / 256.0  # the kernel sizes below were tuned at R = 256
+    erosion, feather = round(8 * unit), round(3 * unit)  # feather reach 3 x 3 = 9 < erosion + 1
+    hole_grow, hole_feather = round(2 * unit), round(1 * unit)
+    reach = round(16 * unit)  # how far the blend's coarse bands may spread past the oval
+
+    oval = polygon_masks(xy[:, FACE_OVAL], size)
+    holes = polygon_masks(torch.stack((xy[:, EYE_IMAGE_LEFT], xy[:, EYE_IMAGE_RIGHT]), 1).flatten(0, 1), size)
+    holes = holes.view(-1, 2, size, size)
+    mouth = polygon_masks(xy[:, INNER_LIPS], size)
+    parts = dilate(torch.cat((holes, mouth), dim=1), hole_grow)  # [N, 3, R, R]: eye, eye, mouth
+
+    core = erode(oval, erosion)
+    skin = core * (1.0 - parts.amax(dim=1, keepdim=True))
+    alpha = box_blur(core, feather)
+    hard = oval
+    if keep_eyes_mouth:
+        weight = openness(xy)[:, :, None, None]  # [N, 3, 1, 1]
+        kept = (parts * weight).amax(dim=1, keepdim=True)
+        hard = oval * (1.0 - kept)
+        alpha = alpha * (1.0 - box_blur(kept, hole_feather))
+    support = box_blur(dilate(oval, reach), feather)
+    return FaceMasks(alpha=alpha, hard=hard, skin=skin, support=support)

@@ -1,0 +1,117 @@
+"""The `mesh` swapper: each target face keeps its geometry, pose and expression and takes its
+source face's appearance, with no learned swap weights.
+
+Per batch of faces (of any frames, any sessions), all on the device:
+region around each target mesh -> thin-plate-spline backward warp of the source crop onto the
+target's 468 points -> masks (feathered oval; open eyes and mouth kept) -> colour match to the
+target's skin -> multi-band blend -> the change added back to the frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+from pipeline.swap.blend import alpha_change, multiband_change
+from pipeline.swap.color_match import match_colour
+from pipeline.swap.masks import FaceMasks, face_masks
+from pipeline.swap.region import FaceRegions, add_to_frames, face_regions, read_regions
+from pipeline.swap.source import SourceFace, analyse_source
+from pipeline.swap.warp import source_grid, warp_sources
+
+__all__ = ["MeshSwapper", "SourceFace", "SwapResult", "analyse_source"]
+
+BlendMode = Literal["multiband", "alpha"]
+
+
+@dataclass(frozen=True, eq=False)
+class SwapResult:
+    """frames [B, 3, H, W]: the swapped frames; support [B, 1, H, W]: > 0 where a face's (dilated)
+    mask reaches; every pixel where it is 0 is unchanged. regions, masks, warped ([N, 3, R, R] the
+    colour-matched warped source) describe each face, for inspection."""
+
+    frames: torch.Tensor
+    support: torch.Tensor
+    regions: FaceRegions
+    masks: FaceMasks
+    warped: torch.Tensor
+
+
+class MeshSwapper:
+    """Not thread-safe only in the sense of the device: it holds no state between calls."""
+
+    def __init__(
+        self,
+        device: torch.device | str,
+        keep_eyes_mouth: bool = True,
+        *,
+        region_size: int = 256,
+        blend: BlendMode = "multiband",
+        levels: int = 3,
+    ) -> None:
+        if region_size % (2**levels):
+            raise ValueError(f"region_size must be a multiple of {2**levels}, not {region_size}")
+        self.device = torch.device(device)
+        self.keep_eyes_mouth = keep_eyes_mouth
+        self.region_size = region_size
+        self.blend: BlendMode = blend
+        self.levels = levels
+
+    def swap(
+        self, frames_rgb: torch.Tensor, target_points: torch.Tensor, frame_index: torch.Tensor, sources: list[SourceFace]
+    ) -> torch.Tensor:
+        """frames_rgb [B, 3, H, W] float in [0, 1]; target_points [N, 468, 2+] in frame pixels;
+        frame_index [N]: the frame of each face; sources: N source faces, one per target face.
+        Returns new frames; the inputs are not modified."""
+        return self.render(frames_rgb, target_points, frame_index, sources).frames
+
+    @torch.inference_mode()
+    def render(
+        self, frames_rgb: torch.Tensor, target_points: torch.Tensor, frame_index: torch.Tensor, sources: list[SourceFace]
+    ) -> SwapResult:
+        """`swap`, with the support map and the per-face intermediates."""
+        if frames_rgb.dim() != 4 or frames_rgb.shape[1] != 3 or not frames_rgb.is_floating_point():
+            raise ValueError(f"frames_rgb must be float [B, 3, H, W], got {tuple(frames_rgb.shape)} {frames_rgb.dtype}")
+        count = target_points.shape[0]
+        if target_points.dim() != 3 or target_points.shape[2] < 2 or frame_index.shape != (count,) or len(sources) != count:
+            raise ValueError(
+                f"need target_points [N, K, 2+], frame_index [N] and N sources; got {tuple(target_points.shape)}, "
+                f"{tuple(frame_index.shape)}, {len(sources)}"
+            )
+        frames = frames_rgb.to(self.device, torch.float32)
+        size = self.region_size
+        points = target_points[..., :2].to(self.device, torch.float32)
+        regions = face_regions(points, frame_index.to(self.device), size)
+        if count == 0:
+            empty = torch.zeros(0, 1, size, size, device=self.device)
+            return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, FaceMasks(empty, empty, empty, empty), empty)
+
+        images, source_points = _source_batch(sources, self.device)
+        region_points = regions.to_region(points)
+        base = read_regions(frames, regions)
+        grid = source_grid(region_points, source_points, images.shape[-2:], size)
+        masks = face_masks(region_points, size, self.keep_eyes_mouth)
+        warped = match_colour(warp_sources(images, grid), base, masks.skin)
+        face = base + (warped - base) * masks.hard  # no foreign pixels outside the oval
+        if self.blend == "multiband":
+            change = multiband_change(face, base, masks.alpha, self.levels)
+        else:
+            change = alpha_change(face, base, masks.alpha)
+        change = change * masks.support
+        out = add_to_frames(frames, regions, change).clamp_(0.0, 1.0)
+        support = add_to_frames(torch.zeros_like(frames[:, :1]), regions, masks.support)
+        return SwapResult(out, support, regions, masks, warped)
+
+
+def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The source crops as one zero-padded batch [N, 3, Hs, Ws] and their points [N, K, 2]."""
+    height = max(s.image.shape[1] for s in sources)
+    width = max(s.image.shape[2] for s in sources)
+    images = torch.stack(
+        [F.pad(s.image.to(device, torch.float32), (0, width - s.image.shape[2], 0, height - s.image.shape[1])) for s in sources]
+    )
+    points = torch.stack([s.points[:, :2].to(device, torch.float32) for s in sources])
+    return images, points

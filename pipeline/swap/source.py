@@ -1,0 +1,79 @@
+"""The source face a user uploads, analysed once and cached: a square RGB crop around the face
+and the face's 468 mesh points in that crop."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pipeline.detect import FaceDetector
+from pipeline.landmarks import FaceMesher, boxes_from_points, crop_faces, to_frame_coords
+
+# Crop side / the larger side of the mesh's bounding box, and the crop's size in pixels.
+SOURCE_MARGIN = 1.5
+SOURCE_SIZE = 320
+# FaceMesh presence below this is no face (MediaPipe's own cut).
+MIN_MESH_SCORE = 0.5
+
+
+@dataclass(frozen=True, eq=False)
+class SourceFace:
+    """image [3, S, S] float32 RGB in [0, 1]; points [468, 2] float32 in the image's pixels
+    (pixel (i, j) covers [i, i+1) x [j, j+1)); both on the swapper's device."""
+
+    image: torch.Tensor
+    points: torch.Tensor
+
+    def to(self, device: torch.device | str) -> SourceFace:
+        return SourceFace(self.image.to(device), self.points.to(device))
+
+
+def mesh_points(frames: torch.Tensor, boxes: torch.Tensor, eyes: torch.Tensor, frame_index: torch.Tensor, mesher: FaceMesher, refine: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mesh points [N, 468, 3] in frame pixels and scores [N] for faces at `boxes` with `eyes`
+    [N, 2, 2] in `frames` [B, H, W, 3] uint8; `refine` more passes re-crop on the mesh's own
+    extent (MediaPipe's tracking ROI), which steadies the points."""
+    crops, transforms = crop_faces(frames, boxes, frame_index, eyes=eyes)
+    result = mesher.landmarks(crops)
+    points = to_frame_coords(result.points, transforms)
+    for _ in range(refine):
+        boxes, eyes = boxes_from_points(points)
+        crops, transforms = crop_faces(frames, boxes, frame_index, eyes=eyes)
+        result = mesher.landmarks(crops)
+        points = to_frame_coords(result.points, transforms)
+    return points, result.scores
+
+
+def analyse_source(
+    image_rgb: np.ndarray, detector: FaceDetector, mesher: FaceMesher, *, size: int = SOURCE_SIZE
+) -> SourceFace | None:
+    """The largest face of an uploaded image [H, W, 3] uint8 RGB, or None when there is none."""
+    device = detector.device
+    frame = torch.from_numpy(np.ascontiguousarray(image_rgb)).to(device)[None]
+    found = detector.detect(frame)[0]
+    if len(found) == 0:
+        return None
+    sides = found.boxes[:, 2:] - found.boxes[:, :2]
+    best = int(sides.prod(dim=1).argmax())
+    points, scores = mesh_points(
+        frame, found.boxes[best : best + 1], found.keypoints[best : best + 1, :2], torch.zeros(1, dtype=torch.long, device=device), mesher
+    )
+    if float(scores[0]) <= MIN_MESH_SCORE:
+        return None
+    xy = points[0, :, :2]
+    low, high = xy.amin(dim=0), xy.amax(dim=0)
+    side = max(1, math.ceil(float((high - low).amax()) * SOURCE_MARGIN))
+    x0, y0 = (((low + high) / 2) - side / 2).floor().long().tolist()
+    height, width = image_rgb.shape[:2]
+    # the square window, zero-padded where it leaves the image, then resized (antialiased)
+    window = torch.zeros(side, side, 3, dtype=torch.uint8, device=device)
+    sx0, sy0, sx1, sy1 = max(x0, 0), max(y0, 0), min(x0 + side, width), min(y0 + side, height)
+    if sx1 > sx0 and sy1 > sy0:
+        window[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0] = frame[0, sy0:sy1, sx0:sx1]
+    image = window.permute(2, 0, 1)[None].float() / 255.0
+    image = F.interpolate(image, size=(size, size), mode="bilinear", align_corners=False, antialias=side > size)[0]
+    crop_points = (xy - torch.tensor([x0, y0], device=device, dtype=xy.dtype)) * (size / side)
+    return SourceFace(image.clamp(0.0, 1.0).contiguous(), crop_points.contiguous())

@@ -1,0 +1,114 @@
+"""Dense backward warp from a target face's mesh to a source face's mesh: a thin-plate spline.
+
+Why a thin-plate spline and not a piecewise-affine warp over the mesh triangles: it needs no
+triangulation (MediaPipe's tessellation is ~900 triangles of someone else's data; a Delaunay
+triangulation of the target points changes its topology from frame to frame and folds where the
+far side of a turned head overlaps), it is smooth across the whole face (no creases along triangle
+edges that the blend would have to hide), and it is one batched `torch.linalg.solve` of a
+(468 + 3)^2 system per face plus a matrix product on a coarse grid: dense, branch-free tensor work
+that batches across faces of any size. A small regularisation (smoothing) keeps the spline sane
+where target points nearly coincide (closed lips, the hidden side of a turned head) while the
+source points they map to do not.
+
+Coordinates: control points are target points in region pixels (see region.py), scaled by
+1 / region size so the kernel is well conditioned; values are `grid_sample` coordinates in the
+padded source batch (align_corners=False), so the spline yields the sampling grid directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+# Smoothing added to the kernel's diagonal, in units where the region's side is 1.
+DEFAULT_REGULARIZATION = 1e-4
+
+
+@dataclass(frozen=True, eq=False)
+class ThinPlateSpline:
+    """f(p) = affine[0] + p @ affine[1:] + sum_j weights[j] * U(|p - control[j]|), U(r) = r^2 log r.
+
+    control [N, K, 2], weights [N, K, D], affine [N, 3, D]; float32 on the device."""
+
+    control: torch.Tensor
+    weights: torch.Tensor
+    affine: torch.Tensor
+
+    def __call__(self, points: torch.Tensor) -> torch.Tensor:
+        """points [N, M, 2] -> values [N, M, D]."""
+        kernel = _kernel(torch.cdist(points, self.control).square())  # [N, M, K]
+        return kernel @ self.weights + self.affine[:, :1] + points @ self.affine[:, 1:]
+
+
+def _kernel(r2: torch.Tensor) -> torch.Tensor:
+    """U as a function of the squared distance: r^2 log r = r2 * log(r2) / 2 (0 at r = 0)."""
+    return 0.5 * r2 * torch.log(r2.clamp_min(1e-30))
+
+
+def fit_thin_plate_spline(
+    control: torch.Tensor, values: torch.Tensor, regularization: float = DEFAULT_REGULARIZATION
+) -> ThinPlateSpline:
+    """The spline through `values` [N, K, D] at `control` [N, K, 2], one (K+3)^2 solve per face,
+    batched. Solved in float64 (the system is small; float32 loses the affine part)."""
+    n, k, _ = control.shape
+    c = control.double()
+    system = torch.zeros(n, k + 3, k + 3, dtype=torch.float64, device=control.device)
+    system[:, :k, :k] = _kernel(torch.cdist(c, c).square())
+    system[:, :k, :k].diagonal(dim1=1, dim2=2).add_(regularization)
+    system[:, :k, k] = 1.0
+    system[:, :k, k + 1 :] = c
+    system[:, k, :k] = 1.0
+    system[:, k + 1 :, :k] = c.transpose(1, 2)
+    rhs = torch.zeros(n, k + 3, values.shape[-1], dtype=torch.float64, device=control.device)
+    rhs[:, :k] = values.double()
+    solution = _solve(system, rhs).float()
+    return ThinPlateSpline(control.float(), solution[:, :k], solution[:, k:])
+
+
+def _solve(system: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
+    """Batched `torch.linalg.solve`, except on the CPU: there torch 2.13's batched LU (getrf under
+    its OpenMP batch loop, more than one thread) fails with "Pivots given to lu_solve must all be
+    greater or equal to 1" (MKL: "Parameter 6 was incorrect on entry to DLASWP") for any batch > 1.
+    One face at a time is correct there, and the solve is a small part of the work."""
+    if system.device.type != "cpu" or system.shape[0] == 1:
+        return torch.linalg.solve(system, rhs)
+    return torch.cat([torch.linalg.solve(system[i : i + 1], rhs[i : i + 1]) for i in range(system.shape[0])])
+
+
+def source_grid(
+    target_points: torch.Tensor,
+    source_points: torch.Tensor,
+    source_size: tuple[int, int],
+    region_size: int,
+    *,
+    coarse: int = 48,
+    regularization: float = DEFAULT_REGULARIZATION,
+) -> torch.Tensor:
+    """The backward-warp sampling grid [N, R, R, 2] (grid_sample coordinates into the padded
+    source batch) for each pixel of each face's R x R region.
+
+    target_points [N, K, 2] in region pixels; source_points [N, K, 2] in source pixels;
+    source_size (Hs, Ws) of the padded source batch. The spline is evaluated on a coarse x coarse
+    lattice over the region (pixel centres of its corners included) and upsampled bilinearly.
+    """
+    n = target_points.shape[0]
+    height, width = source_size
+    scale = 1.0 / region_size
+    to_grid = torch.tensor([2.0 / width, 2.0 / height], device=source_points.device)
+    values = source_points[..., :2] * to_grid - 1.0
+    spline = fit_thin_plate_spline(target_points[..., :2] * scale, values, regularization)
+
+    axis = torch.linspace(0.5 * scale, 1.0 - 0.5 * scale, coarse, device=target_points.device)
+    yy, xx = torch.meshgrid(axis, axis, indexing="ij")
+    lattice = torch.stack((xx, yy), dim=-1).reshape(1, -1, 2).expand(n, -1, -1)
+    coarse_grid = spline(lattice).reshape(n, coarse, coarse, 2).permute(0, 3, 1, 2)
+    dense = F.interpolate(coarse_grid, size=(region_size, region_size), mode="bilinear", align_corners=True)
+    return dense.permute(0, 2, 3, 1)
+
+
+def warp_sources(sources: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+    """Each face's source image [N, 3, Hs, Ws] sampled at its grid [N, R, R, 2] -> [N, 3, R, R]
+    (zeros outside the source image)."""
+    return F.grid_sample(sources, grid, mode="bilinear", padding_mode="zeros", align_corners=False)

@@ -1,0 +1,35 @@
+"""Face tracking across frames: detect rarely, crop from the last landmarks, smooth, hold lost faces."""
+
+from pipeline.tracking.one_euro import (
+    OneEuroFilter,
+    OneEuroSettings,
+    OneEuroState,
+    one_euro_step,
+)
+from pipeline.tracking.tracker import (
+    FaceCrop,
+    Observation,
+    Plan,
+    SessionPlan,
+    SessionTracks,
+    Track,
+    Tracker,
+    TrackingSettings,
+    stack_crops,
+)
+
+__all__ = [
+    "FaceCrop",
+    "Observation",
+    "OneEuroFilter",
+    "OneEuroSettings",
+    "OneEuroState",
+    "Plan",
+    "SessionPlan",
+    "SessionTracks",
+    "Track",
+    "Tracker",
+    "TrackingSettings",
+    "one_euro_step",
+    "stack_crops",
+]

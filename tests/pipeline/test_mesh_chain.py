@@ -1,0 +1,70 @@
+"""The `mesh` chain end to end on I420 frames: swaps where a source face is set, bit-exact elsewhere."""
+
+import av
+import numpy as np
+import pytest
+import torch
+
+from pipeline.chain import ChainItem
+from pipeline.chains import create_chain
+from pipeline.faces import FaceLibrary, FaceNotFound
+from support import face_rgb
+
+
+def i420(name: str, width: int = 640, height: int = 480) -> np.ndarray:
+    return av.VideoFrame.from_ndarray(face_rgb(name), format="rgb24").reformat(width, height, format="yuv420p").to_ndarray()
+
+
+@pytest.fixture(scope="module")
+def chain_and_faces():
+    faces = FaceLibrary()
+    chain = create_chain("mesh", torch.device("cpu"), faces)
+    chain.warm_up()
+    source = face_rgb("biden.jpg")
+    face = faces.add(source, owner="test", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source))
+    return chain, faces, face.id
+
+
+def test_no_face_in_a_photo_means_no_analysis(chain_and_faces):
+    chain, _, _ = chain_and_faces
+    flat = np.full((400, 300, 3), 128, np.uint8)
+    assert chain.analyse_face(flat) is None
+
+
+def test_swaps_the_face_and_leaves_the_rest_bit_exact(chain_and_faces):
+    chain, _, face_id = chain_and_faces
+    target = i420("obama2.jpg")
+    out = chain.run([ChainItem("a", target, {"face_id": face_id})])[0]
+    assert isinstance(out, np.ndarray) and out.shape == target.shape
+    changed = out != target
+    luma_changed = changed[:480]
+    print(f"changed: {luma_changed.mean():.1%} of luma pixels")
+    assert 0.01 < luma_changed.mean() < 0.5, "the face (and badge) change, not the whole frame"
+    rows, cols = np.nonzero(luma_changed)
+    assert rows.min() < 40 and cols.max() > 560, "the disclosure badge is in the top-right corner"
+    assert np.abs(out[:480].astype(int) - target[:480].astype(int))[luma_changed].mean() > 5
+
+
+def test_frames_without_a_source_face_pass_through_unprocessed(chain_and_faces):
+    chain, _, face_id = chain_and_faces
+    target = i420("obama.jpg")
+    background = np.full_like(target, 128)
+    results = chain.run([ChainItem("a", target, {}), ChainItem("b", background, {"face_id": face_id})])
+    assert results == [None, None], "no face chosen, or no face in the frame: passed through, not charged"
+
+
+def test_unknown_face_fails_only_its_frame(chain_and_faces):
+    chain, _, face_id = chain_and_faces
+    target = i420("obama.jpg")
+    results = chain.run([ChainItem("a", target, {"face_id": "gone"}), ChainItem("b", target, {"face_id": face_id})])
+    assert isinstance(results[0], FaceNotFound)
+    assert isinstance(results[1], np.ndarray)
+
+
+def test_a_batch_equals_its_frames_one_by_one(chain_and_faces):
+    chain, _, face_id = chain_and_faces
+    frames = [i420("obama.jpg"), i420("obama3.jpg")]
+    together = chain.run([ChainItem(str(n), f, {"face_id": face_id}) for n, f in enumerate(frames)])
+    alone = [chain.run([ChainItem("x", f, {"face_id": face_id})])[0] for f in frames]
+    for a, b in zip(together, alone):
+        assert np.abs(a.astype(int) - b.astype(int)).max() <= 1

@@ -1,0 +1,171 @@
+"""The `mesh` swapper (pipeline/swap) on real photographs, with landmarks from the real
+FaceDetector and FaceMesher: only the masked face changes, the target's geometry survives the
+swap, batching changes nothing, a self-swap is close to identity."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from support import face_rgb
+
+from pipeline.detect import FaceDetector
+from pipeline.landmarks import FaceMesher
+from pipeline.swap import MeshSwapper, SourceFace, analyse_source
+from pipeline.swap.masks import apertures, polygon_masks
+from pipeline.swap.source import mesh_points
+from pipeline.swap.topology import EYE_OUTER_CORNERS, INNER_LIPS
+
+FRAME_H, FRAME_W = 480, 640
+FACE_SIDE = 200  # face box side in the test frames, frame pixels
+CPU = torch.device("cpu")
+
+
+@functools.cache
+def detector() -> FaceDetector:
+    return FaceDetector(CPU)
+
+
+@functools.cache
+def mesher() -> FaceMesher:
+    return FaceMesher(CPU)
+
+
+@functools.cache
+def source(name: str) -> SourceFace:
+    found = analyse_source(face_rgb(name), detector(), mesher())
+    assert found is not None, name
+    return found
+
+
+def landmarks(frame: torch.Tensor) -> torch.Tensor:
+    """[1, 468, 3] mesh points (frame pixels) of the largest face in one frame [H, W, 3] uint8."""
+    found = detector().detect(frame[None])[0]
+    assert len(found) >= 1
+    best = int((found.boxes[:, 2:] - found.boxes[:, :2]).prod(dim=1).argmax())
+    points, scores = mesh_points(
+        frame[None], found.boxes[best : best + 1], found.keypoints[best : best + 1, :2], torch.zeros(1, dtype=torch.long), mesher()
+    )
+    assert float(scores[0]) > 0.5
+    return points
+
+
+@functools.cache
+def target(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 640 x 480 webcam-like frame [H, W, 3] uint8 of the photo, its face ~200 px, and its mesh points."""
+    photo = torch.from_numpy(face_rgb(name))
+    box = detector().detect(photo[None])[0].boxes[0]
+    height, width = photo.shape[:2]
+    scale = max(FACE_SIDE / float((box[2:] - box[:2]).amax()), FRAME_W / width, FRAME_H / height)
+    size = (max(FRAME_H, round(height * scale)), max(FRAME_W, round(width * scale)))
+    small = F.interpolate(photo.permute(2, 0, 1)[None].float(), size=size, mode="bilinear", antialias=True, align_corners=False)[0]
+    cx, cy = ((box[:2] + box[2:]) / 2 * scale).round().long().tolist()
+    x0 = max(0, min(size[1] - FRAME_W, cx - FRAME_W // 2))
+    y0 = max(0, min(size[0] - FRAME_H, cy - FRAME_H // 2))
+    frame = small[:, y0 : y0 + FRAME_H, x0 : x0 + FRAME_W].round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()
+    return frame, landmarks(frame)
+
+
+def as_float(frame: torch.Tensor) -> torch.Tensor:
+    return frame.permute(2, 0, 1)[None].float() / 255.0
+
+
+def as_uint8(frames: torch.Tensor) -> torch.Tensor:
+    return (frames[0] * 255.0).round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()
+
+
+def inter_ocular(points: torch.Tensor) -> float:
+    return float((points[0, EYE_OUTER_CORNERS[0], :2] - points[0, EYE_OUTER_CORNERS[1], :2]).norm())
+
+
+@pytest.mark.parametrize(("source_name", "target_name"), [("biden.jpg", "obama.jpg"), ("obama.jpg", "biden.jpg")])
+def test_swap_changes_the_face_only_and_keeps_its_geometry(source_name: str, target_name: str) -> None:
+    frame, points = target(target_name)
+    frames = as_float(frame)
+    result = MeshSwapper(CPU).render(frames, points, torch.tensor([0]), [source(source_name)])
+    out = result.frames
+    assert out.shape == frames.shape and torch.isfinite(out).all()
+    assert frames.equal(as_float(frame)), "the input frames were modified"
+
+    diff = (out - frames).abs().mean(dim=1, keepdim=True) * 255.0
+    outside = result.support == 0
+    inside = result.support > 0.99
+    assert outside.sum() > 0.5 * outside.numel() and inside.sum() > 1000
+    assert float(diff[outside].mean()) < 1.0
+    assert float(diff[outside].max()) < 1e-3  # exactly unchanged, up to float rounding
+    changed = float(diff[inside].mean())
+    assert changed > 5.0, f"inside the mask the face changed by only {changed:.2f} grey levels"
+
+    # the target's geometry and expression: FaceMesher on the output finds the target's mesh
+    after = landmarks(as_uint8(out))
+    error = float((after[0, :, :2] - points[0, :, :2]).norm(dim=-1).mean()) / inter_ocular(points)
+    print(f"\n{source_name} -> {target_name}: mean change inside {changed:.1f} grey levels; "
+          f"landmark error after swap {100 * error:.2f} % of the inter-ocular distance")  # fmt: skip
+    assert error < 0.05
+
+
+def test_a_batch_of_faces_from_two_frames_equals_single_calls() -> None:
+    (frame_a, points_a), (frame_b, points_b) = target("obama.jpg"), target("biden.jpg")
+    swapper = MeshSwapper(CPU)
+    frames = torch.cat((as_float(frame_a), as_float(frame_b)))
+    # the faces in the opposite order of their frames: frame_index does the routing
+    batch = swapper.swap(frames, torch.cat((points_b, points_a)), torch.tensor([1, 0]), [source("obama.jpg"), source("biden.jpg")])
+    single_a = swapper.swap(as_float(frame_a), points_a, torch.tensor([0]), [source("biden.jpg")])
+    single_b = swapper.swap(as_float(frame_b), points_b, torch.tensor([0]), [source("obama.jpg")])
+    assert torch.isfinite(batch).all()
+    # the same up to float rounding (the window a batch reads is as large as its largest face's)
+    singles = torch.cat((single_a, single_b))
+    torch.testing.assert_close(batch, singles, atol=2e-3, rtol=0)  # half a grey level
+    assert float((batch - singles).abs().mean()) < 1e-5
+
+
+def test_swapping_a_face_with_itself_changes_little() -> None:
+    frame, points = target("obama3.jpg")
+    frames = as_float(frame)
+    result = MeshSwapper(CPU).render(frames, points, torch.tensor([0]), [source("obama3.jpg")])
+    diff = (result.frames - frames).abs().mean(dim=1, keepdim=True) * 255.0
+    inside = result.support > 0.99
+    other = MeshSwapper(CPU).render(frames, points, torch.tensor([0]), [source("biden.jpg")])
+    other_diff = float(((other.frames - frames).abs().mean(dim=1, keepdim=True) * 255.0)[inside].mean())
+    self_diff = float(diff[inside].mean())
+    print(f"\nself-swap: mean change inside {self_diff:.2f} grey levels (biden onto the same frame: {other_diff:.2f})")
+    assert self_diff < 4.0
+    assert self_diff < other_diff / 3
+
+
+def test_an_open_mouth_keeps_the_targets_mouth() -> None:
+    frame, points = target("obama.jpg")  # smiling, teeth showing
+    assert float(apertures(points)[0, 2]) > 0.1
+    frames = as_float(frame)
+    kept = MeshSwapper(CPU, keep_eyes_mouth=True).render(frames, points, torch.tensor([0]), [source("biden.jpg")])
+    replaced = MeshSwapper(CPU, keep_eyes_mouth=False).swap(frames, points, torch.tensor([0]), [source("biden.jpg")])
+    # the mouth opening, shrunk a little, in frame pixels
+    mouth = polygon_masks(kept.regions.to_region(points[:, INNER_LIPS]), kept.regions.size)
+    mouth = 1.0 - F.max_pool2d(1.0 - mouth, 9, stride=1, padding=4)
+    from pipeline.swap.region import add_to_frames
+
+    opening = add_to_frames(torch.zeros_like(frames[:, :1]), kept.regions, mouth) > 0.99
+    assert opening.sum() > 200
+    change_kept = float(((kept.frames - frames).abs() * 255.0).mean(dim=1, keepdim=True)[opening].mean())
+    change_replaced = float(((replaced - frames).abs() * 255.0).mean(dim=1, keepdim=True)[opening].mean())
+    assert change_kept < 3.0 < change_replaced, (change_kept, change_replaced)
+
+
+def test_no_faces_and_no_face_found() -> None:
+    frame, _ = target("obama.jpg")
+    frames = as_float(frame)
+    out = MeshSwapper(CPU).swap(frames, torch.zeros(0, 468, 2), torch.zeros(0, dtype=torch.long), [])
+    assert out.equal(frames) and out is not frames
+    curtain = np.ascontiguousarray(face_rgb("obama.jpg")[:300, :300])  # flag and curtain, no face
+    assert analyse_source(curtain, detector(), mesher()) is None
+
+
+def test_source_face_is_a_square_crop_with_its_mesh() -> None:
+    face = source("biden.jpg")
+    assert face.image.shape[0] == 3 and face.image.shape[1] == face.image.shape[2]
+    assert face.points.shape == (468, 2)
+    assert 0.0 <= float(face.image.min()) and float(face.image.max()) <= 1.0
+    assert bool(((face.points > 0) & (face.points < face.image.shape[-1])).all())

@@ -1,6 +1,8 @@
 """The `mesh` chain: detect -> align (face mesh) -> swap -> blend, batched across sessions on the device.
 
-Frames arrive as I420 arrays; each group of same-sized frames goes to the device in
+Faces are tracked per session (pipeline/tracking): the detector runs only when a face
+is new or lost, or periodically; landmarks are smoothed; a face lost for a few frames is
+held and faded out. Frames arrive as I420 arrays; each group of same-sized frames goes to the device in
 one copy (pinned staging on CUDA), is converted to RGB there, and comes back as
 I420 in one copy. Only pixels the swap touched (the dilated face masks and the
 disclosure badge) are written back: everything else stays bit-exact.
@@ -9,6 +11,7 @@ disclosure badge) are written back: everything else stays bit-exact.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -21,9 +24,9 @@ from pipeline.chain import ChainItem, ChainResult
 from pipeline.color import i420_to_rgb, rgb_to_i420
 from pipeline.detect import FaceDetector
 from pipeline.faces import FaceLibrary, FaceNotFound
-from pipeline.landmarks import FaceMesher
+from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
-from pipeline.swap.source import MIN_MESH_SCORE, mesh_points
+from pipeline.tracking import Observation, Track, Tracker, stack_crops
 
 
 class MeshSwapChain:
@@ -41,6 +44,7 @@ class MeshSwapChain:
         self.detector = FaceDetector(device)
         self.mesher = FaceMesher(device)
         self.swapper = MeshSwapper(device, keep_eyes_mouth=keep_eyes_mouth)
+        self.tracker = Tracker()
         # The models hold no state, but one caller at a time: the runner's batches and uploads' analyses.
         self._lock = threading.Lock()
 
@@ -56,7 +60,8 @@ class MeshSwapChain:
             return analyse_source(image_rgb, self.detector, self.mesher)
 
     def forget_session(self, session_id: str) -> None:
-        pass
+        with self._lock:
+            self.tracker.forget(session_id)
 
     def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:
         results: list[ChainResult] = [None] * len(batch)
@@ -94,36 +99,58 @@ class MeshSwapChain:
         i420 = self._upload([item.image for item in items])
         rgb = i420_to_rgb(i420)
         frames_u8 = (rgb * 255).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
-        found = self.detector.detect(frames_u8)
-        boxes, eyes, frame_index, face_sources = [], [], [], []
-        for frame, detections in enumerate(found):
-            for face in range(len(detections)):
-                boxes.append(detections.boxes[face])
-                eyes.append(detections.keypoints[face, :2])
+        tracks = self._track(items, frames_u8)
+        targets, frame_index, face_sources, fades = [], [], [], torch.ones(len(items), device=self.device)
+        for frame, frame_tracks in enumerate(tracks):
+            for track in frame_tracks:
+                targets.append(track.smoothed[:, :2])
                 frame_index.append(frame)
                 face_sources.append(sources[frame].to(self.device))
-        if not boxes:
+                # a face the mesh lost is held where it was last seen, fading out
+                fades[frame] = min(float(fades[frame]), track.visibility)
+        if not targets:
             return [None] * len(items)  # no face in any frame: passed through, not charged
-        index = torch.tensor(frame_index, device=self.device)
-        points, scores = mesh_points(frames_u8, torch.stack(boxes), torch.stack(eyes), index, self.mesher)
-        keep = scores > MIN_MESH_SCORE
-        if not bool(keep.any()):
-            return [None] * len(items)
-        kept = [s for s, k in zip(face_sources, keep.tolist()) if k]
-        targets = points[keep][:, :, :2]
+        points = torch.stack(targets)
         if self.shape_transfer:
-            source_points = torch.stack([source.points for source in kept]).to(targets)
-            targets = targets + self.shape_transfer * (_similar_onto(source_points, targets) - targets)
-        rendered = self.swapper.render(rgb, targets, index[keep], kept)
-        swapped_frames = sorted(set(index[keep].tolist()))
-        out_rgb, support = rendered.frames, rendered.support > 0
+            source_points = torch.stack([source.points for source in face_sources]).to(points)
+            points = points + self.shape_transfer * (_similar_onto(source_points, points) - points)
+        index = torch.tensor(frame_index, device=self.device)
+        rendered = self.swapper.render(rgb, points, index, face_sources)
+        out_rgb = rgb + fades[:, None, None, None] * (rendered.frames - rgb)
+        support = rendered.support > 0
         if self.badge:
             draw_badge(out_rgb)
             top, left, plate_h, plate_w = badge_geometry(*out_rgb.shape[2:])
             support[:, :, top : top + plate_h, left : left + plate_w] = True
-        merged = _merge_i420(i420, rgb_to_i420(out_rgb), support)
-        merged = merged.cpu().numpy()
+        merged = _merge_i420(i420, rgb_to_i420(out_rgb), support).cpu().numpy()
+        swapped_frames = set(frame_index)
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
+
+    def _track(self, items: list[ChainItem], frames_u8: torch.Tensor) -> list[tuple[Track, ...]]:
+        """Each frame's face tracks: the detector runs only where the tracker asks (no face yet, a
+        face lost, or periodically for new faces); every face is meshed from its last landmarks."""
+        now = time.monotonic()
+        plan = self.tracker.plan([(item.session_id, now) for item in items])
+        detected = {}
+        if plan.to_detect:
+            found = self.detector.detect(frames_u8[list(plan.to_detect)])
+            detected = dict(zip(plan.to_detect, found))
+        per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
+        boxes, eyes, index = stack_crops(per_frame, self.device)
+        if len(index):
+            crops, transforms = crop_faces(frames_u8, boxes, index, eyes=eyes)
+            mesh = self.mesher.landmarks(crops)
+            points, scores = to_frame_coords(mesh.points, transforms), mesh.scores
+        else:
+            points, scores = torch.zeros(0, 468, 3, device=self.device), torch.zeros(0, device=self.device)
+        observations, start = [], 0
+        for i, session in enumerate(plan.sessions):
+            rows = slice(start, start + len(per_frame[i]))
+            start = rows.stop
+            observations.append(
+                Observation(session.session_id, now, session.detect is not None, per_frame[i], points[rows], scores[rows])
+            )
+        return self.tracker.update(observations)
 
 
 def _similar_onto(points: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

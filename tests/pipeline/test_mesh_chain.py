@@ -64,7 +64,27 @@ def test_unknown_face_fails_only_its_frame(chain_and_faces):
 def test_a_batch_equals_its_frames_one_by_one(chain_and_faces):
     chain, _, face_id = chain_and_faces
     frames = [i420("obama.jpg"), i420("obama3.jpg")]
-    together = chain.run([ChainItem(str(n), f, {"face_id": face_id}) for n, f in enumerate(frames)])
-    alone = [chain.run([ChainItem("x", f, {"face_id": face_id})])[0] for f in frames]
+    together = chain.run([ChainItem(f"together-{n}", f, {"face_id": face_id}) for n, f in enumerate(frames)])
+    alone = [chain.run([ChainItem(f"alone-{n}", f, {"face_id": face_id})])[0] for n, f in enumerate(frames)]
     for a, b in zip(together, alone):
         assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
+
+
+def test_a_still_frame_gives_a_still_swap(chain_and_faces):
+    """Tracking and smoothing: the same frame 30 times gives (nearly) the same output every time."""
+    chain, _, face_id = chain_and_faces
+    target = i420("obama3.jpg")
+    outputs = [chain.run([ChainItem("still", target, {"face_id": face_id})])[0].astype(np.int16) for _ in range(30)]
+    changes = [float(np.abs(b - a).mean()) for a, b in zip(outputs, outputs[1:])]
+    print("frame-to-frame mean change:", " ".join(f"{c:.3f}" for c in changes))
+    assert np.mean(changes[5:]) < 1.0, "a still face gives a still swap"
+    assert max(changes[10:]) < 0.5
+
+
+def test_a_face_that_disappears_fades_out_then_passes_through(chain_and_faces):
+    chain, _, face_id = chain_and_faces
+    face, empty = i420("obama.jpg"), np.full_like(i420("obama.jpg"), 128)
+    assert chain.run([ChainItem("gone", face, {"face_id": face_id})])[0] is not None
+    held = [chain.run([ChainItem("gone", empty, {"face_id": face_id})])[0] for _ in range(5)]
+    assert held[0] is not None, "the last good swap is held for a few frames"
+    assert held[-1] is None, "then the face is dropped and the video passes through"

@@ -54,7 +54,8 @@ from server_process import ServerProcess, cpu_seconds, free_port  # bench/, next
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FACES_DIR = (REPO_ROOT / ".." / "shared" / "testdata" / "faces").resolve()
 NAIVE_SERVER = Path(__file__).resolve().with_name("naive_server.py")
-MODE_NAMES = ("passthrough", "fixed-cost", "naive")
+MODE_NAMES = ("passthrough", "fixed-cost", "naive", "mesh")
+DEFAULT_MODES = ("passthrough", "fixed-cost", "naive")  # mesh: the face swap chain, asked for by name
 
 WIDTH, HEIGHT, FPS, CODEC = 640, 480, 30, "VP8"
 FIRST_FRAME_TIMEOUT_S = 20.0
@@ -85,7 +86,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         "inline server; prints a markdown table of delivered fps, latency, server CPU and batch size.",
     )
     parser.add_argument("--sessions", type=int, nargs="+", default=None, metavar="N", help="client peer counts (default: 1 2 4 8; --quick: 1 2)")
-    parser.add_argument("--modes", nargs="+", choices=MODE_NAMES, default=list(MODE_NAMES), help="server modes to compare (default: all)")
+    parser.add_argument("--modes", nargs="+", choices=MODE_NAMES, default=list(DEFAULT_MODES), help="server modes to compare (default: passthrough fixed-cost naive; mesh swaps biden.jpg onto the streamed face)")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds streamed before measuring, after every session got its first frame (default 3)")
     parser.add_argument("--window", type=float, default=None, help="measurement window in seconds (default 8; --quick: 4)")
     parser.add_argument("--cost", default="10:1", metavar="BATCH_MS:FRAME_MS", help="fixed cost of the fixed-cost chain and the naive server (default 10:1)")
@@ -126,7 +127,7 @@ def server_argv(mode: str, port: int, settings: BenchSettings) -> list[str]:
     if mode == "naive":
         return [sys.executable, str(NAIVE_SERVER), "--host", "127.0.0.1", "--port", str(port), "--ice-host", "127.0.0.1",
                 "--batch-ms", f"{settings.batch_ms:g}", "--frame-ms", f"{settings.frame_ms:g}"]  # fmt: skip
-    chain = "passthrough" if mode == "passthrough" else f"fixed-cost:{settings.batch_ms:g}:{settings.frame_ms:g}"
+    chain = mode if mode in ("passthrough", "mesh") else f"fixed-cost:{settings.batch_ms:g}:{settings.frame_ms:g}"
     return [sys.executable, "-m", "signaling.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
             "--ice-host", "127.0.0.1", "--chain", chain, "--device", "cpu",
             "--max-batch", str(settings.max_batch), "--max-wait-ms", f"{settings.max_wait_ms:g}"]  # fmt: skip
@@ -228,9 +229,12 @@ async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo
     sources = [ImageTrack(photo, width=WIDTH, height=HEIGHT, fps=FPS, tag=tag) for tag in range(1, n + 1)]
     logs = [LatencyLog(source, tag) for tag, source in zip(range(1, n + 1), sources)]
     sessions: list[ClientSession] = []
+    face_id = None
+    if server.mode == "mesh":
+        face_id = await client.upload_face((FACES_DIR / "biden.jpg").read_bytes())
     try:
         for source, log in zip(sources, logs):
-            session = await client.connect(source, codec=CODEC, on_frame=log)
+            session = await client.connect(source, codec=CODEC, on_frame=log, face_id=face_id)
             # The client keeps the last 600 decoded frames (~280 MB per 480p session); one is enough here.
             session.received = deque(maxlen=1)
             sessions.append(session)

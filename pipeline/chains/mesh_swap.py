@@ -26,6 +26,7 @@ from pipeline.detect import FaceDetector
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
+from pipeline.stage_timer import StageTimer
 from pipeline.tracking import Observation, Track, Tracker, stack_crops
 
 
@@ -45,6 +46,7 @@ class MeshSwapChain:
         self.mesher = FaceMesher(device)
         self.swapper = MeshSwapper(device, keep_eyes_mouth=keep_eyes_mouth)
         self.tracker = Tracker()
+        self.timer = StageTimer()
         # The models hold no state, but one caller at a time: the runner's batches and uploads' analyses.
         self._lock = threading.Lock()
 
@@ -73,6 +75,7 @@ class MeshSwapChain:
             elif source is not None:
                 by_shape[item.image.shape].append(index)
         with self._lock, torch.inference_mode():
+            self.timer.start_batch()
             for indices in by_shape.values():
                 swapped = self._swap_group([batch[i] for i in indices], [self._source(batch[i]) for i in indices])
                 for index, output in zip(indices, swapped):
@@ -96,9 +99,12 @@ class MeshSwapChain:
         return stacked.to(self.device, non_blocking=True)
 
     def _swap_group(self, items: list[ChainItem], sources: list[SourceFace]) -> list[np.ndarray | None]:
-        i420 = self._upload([item.image for item in items])
-        rgb = i420_to_rgb(i420)
-        frames_u8 = (rgb * 255).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+        timer = self.timer
+        with timer.stage("upload"):
+            i420 = self._upload([item.image for item in items])
+        with timer.stage("convert"):
+            rgb = i420_to_rgb(i420)
+            frames_u8 = (rgb * 255).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
         tracks = self._track(items, frames_u8)
         targets, frame_index, face_sources, fades = [], [], [], torch.ones(len(items), device=self.device)
         for frame, frame_tracks in enumerate(tracks):
@@ -115,14 +121,19 @@ class MeshSwapChain:
             source_points = torch.stack([source.points for source in face_sources]).to(points)
             points = points + self.shape_transfer * (_similar_onto(source_points, points) - points)
         index = torch.tensor(frame_index, device=self.device)
-        rendered = self.swapper.render(rgb, points, index, face_sources)
-        out_rgb = rgb + fades[:, None, None, None] * (rendered.frames - rgb)
-        support = rendered.support > 0
-        if self.badge:
-            draw_badge(out_rgb)
-            top, left, plate_h, plate_w = badge_geometry(*out_rgb.shape[2:])
-            support[:, :, top : top + plate_h, left : left + plate_w] = True
-        merged = _merge_i420(i420, rgb_to_i420(out_rgb), support).cpu().numpy()
+        with timer.stage("swap"):  # warp, masks, colour match and multiband blend
+            rendered = self.swapper.render(rgb, points, index, face_sources)
+        with timer.stage("blend"):
+            out_rgb = rgb + fades[:, None, None, None] * (rendered.frames - rgb)
+            support = rendered.support > 0
+            if self.badge:
+                draw_badge(out_rgb)
+                top, left, plate_h, plate_w = badge_geometry(*out_rgb.shape[2:])
+                support[:, :, top : top + plate_h, left : left + plate_w] = True
+        with timer.stage("convert"):
+            merged = _merge_i420(i420, rgb_to_i420(out_rgb), support)
+        with timer.stage("download"):
+            merged = merged.cpu().numpy()
         swapped_frames = set(frame_index)
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
 
@@ -133,14 +144,16 @@ class MeshSwapChain:
         plan = self.tracker.plan([(item.session_id, now) for item in items])
         detected = {}
         if plan.to_detect:
-            found = self.detector.detect(frames_u8[list(plan.to_detect)])
+            with self.timer.stage("detect"):
+                found = self.detector.detect(frames_u8[list(plan.to_detect)])
             detected = dict(zip(plan.to_detect, found))
         per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
         boxes, eyes, index = stack_crops(per_frame, self.device)
         if len(index):
-            crops, transforms = crop_faces(frames_u8, boxes, index, eyes=eyes)
-            mesh = self.mesher.landmarks(crops)
-            points, scores = to_frame_coords(mesh.points, transforms), mesh.scores
+            with self.timer.stage("landmarks"):
+                crops, transforms = crop_faces(frames_u8, boxes, index, eyes=eyes)
+                mesh = self.mesher.landmarks(crops)
+                points, scores = to_frame_coords(mesh.points, transforms), mesh.scores
         else:
             points, scores = torch.zeros(0, 468, 3, device=self.device), torch.zeros(0, device=self.device)
         observations, start = [], 0
@@ -150,7 +163,8 @@ class MeshSwapChain:
             observations.append(
                 Observation(session.session_id, now, session.detect is not None, per_frame[i], points[rows], scores[rows])
             )
-        return self.tracker.update(observations)
+        with self.timer.stage("track"):
+            return self.tracker.update(observations)
 
 
 def _similar_onto(points: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,90 @@
+"""Face chain benchmark: per-stage milliseconds of the `mesh` chain per batch, steady state.
+
+Each frame of a batch is a separate session streaming the same real photo (so tracking is in
+its steady state: the detector runs only periodically); stages: upload, convert (I420 <-> RGB,
+both ways), detect, landmarks, track, swap (warp + masks + colour + multiband blend), blend
+(fade + badge), download. Prints a markdown table.
+
+    .venv/bin/python bench/face_chain.py [--device cpu|cuda] [--batches 1 4 8] [--sizes 640x480 1280x720]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import torch
+
+from pipeline.chain import ChainItem
+from pipeline.chains.mesh_swap import MeshSwapChain
+from pipeline.faces import FaceLibrary
+from pipeline.stage_timer import StageTimer
+
+FACES_DIR = (Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata" / "faces").resolve()
+STAGES = ("upload", "convert", "detect", "landmarks", "track", "swap", "blend", "download")
+
+
+def photo(name: str) -> np.ndarray:
+    with av.open(str(FACES_DIR / name)) as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
+def frame(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
+    """The photo cropped to the frame's aspect (top part, where the face is) as I420."""
+    h, w = rgb.shape[:2]
+    crop_h = min(h, round(w * height / width))
+    crop = np.ascontiguousarray(rgb[:crop_h])
+    return av.VideoFrame.from_ndarray(crop, format="rgb24").reformat(width, height, format="yuv420p").to_ndarray()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--sizes", nargs="+", default=["640x480", "1280x720"])
+    parser.add_argument("--repeats", type=int, default=8)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    faces = FaceLibrary()
+    chain = MeshSwapChain(device, faces)
+    chain.warm_up()
+    source = photo("biden.jpg")
+    face_id = faces.add(source, owner="bench", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
+
+    print(f"## mesh chain stages, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(f"\nDevice {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, nproc {os.cpu_count()}, "
+          f"{platform.processor() or platform.machine()}; medians of {args.repeats} batches after tracking settled; "
+          "every frame is its own session (one face each).\n")
+    print("| frame | batch | " + " | ".join(STAGES) + " | total ms | ms per frame |")
+    print("|---|---:|" + "---:|" * (len(STAGES) + 2))
+    for size in args.sizes:
+        width, height = (int(part) for part in size.split("x"))
+        image = frame(photo("obama.jpg"), width, height)
+        for batch in args.batches:
+            items = [ChainItem(f"{size}-{batch}-{n}", image, {"face_id": face_id}) for n in range(batch)]
+            for _ in range(12):  # let tracking settle (first frames detect)
+                chain.run(items)
+            rows, totals = [], []
+            for _ in range(args.repeats):
+                chain.timer = StageTimer(sync)
+                started = time.perf_counter()
+                chain.run(items)
+                if sync:
+                    sync()
+                totals.append((time.perf_counter() - started) * 1000)
+                rows.append(chain.timer.last)
+            medians = [float(np.median([row.get(stage, 0.0) for row in rows])) for stage in STAGES]
+            total = float(np.median(totals))
+            cells = " | ".join(f"{value:.1f}" for value in medians)
+            print(f"| {size} | {batch} | {cells} | {total:.1f} | {total / batch:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,7 @@ from pipeline.device import DeviceChoice
 
 @dataclass(frozen=True)
 class PipelineSettings:
-    chain: str = "passthrough"
+    chain: str = "mesh"
     device: DeviceChoice = "auto"
     # A batch goes when it holds max_batch frames, or max_wait_ms after its first
     # frame arrived (Triton and DeepStream use the same two knobs; streaming.md

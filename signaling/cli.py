@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--ice-public-address", help="advertise this address instead of the host's (1:1 NAT)")
     _add_many(serve, "--ice-server", help="STUN/TURN URL, e.g. stun:host:3478 or turn:user:pass@host:3478 (repeatable)")
     _add_many(serve, "--ice-allow-remote", help="CIDR that offered candidates must be in (repeatable; default: loopback only when every --ice-host is loopback)")
-    _add(serve, "--chain", default="passthrough", help="chain to run: passthrough, invert, fixed-cost:BATCH_MS:FRAME_MS")
+    _add(serve, "--chain", default="mesh", help="chain to run: mesh (the face swap), passthrough, invert, fixed-cost:BATCH_MS:FRAME_MS")
+    _add(serve, "--badge", default="on", help="'off' removes the 'AI' disclosure badge from swapped video (operators only)")
     _add(serve, "--device", default="auto", help="cpu, cuda or auto (CUDA if present)")
     _add(serve, "--max-batch", type=int, default=8, help="frames per batch at most")
     _add(serve, "--max-wait-ms", type=float, default=4.0, help="how long a batch waits for more frames")
@@ -97,6 +98,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             max_batch=args.max_batch,
             max_wait_ms=args.max_wait_ms,
             max_in_flight=args.max_in_flight,
+            badge=_on_off(args.badge, "--badge"),
         ),
         quota=QuotaSettings(
             redis_url=args.redis_url, admin_key=args.admin_key or None, **_quota_numbers(_many(args, "--quota-setting"))
@@ -117,6 +119,12 @@ def _quota_numbers(pairs: tuple[str, ...]) -> dict[str, float]:
         except ValueError:
             raise ValueError(f"--quota-setting {pair!r}: VALUE must be a number") from None
     return numbers
+
+
+def _on_off(value: str, flag: str) -> bool:
+    if value.lower() not in ("on", "off"):
+        raise ValueError(f"{flag} must be on or off, not {value!r}")
+    return value.lower() == "on"
 
 
 def _is_loopback(host: str) -> bool:

@@ -146,3 +146,13 @@ async def test_offer_with_only_outside_candidates_is_400():
             error = await expect_error(client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240)), 400, "invalid_sdp")
             assert "networks this server accepts" in error.message
             assert (await client.request("GET", "/api/sessions"))["sessions"] == []
+
+
+async def test_swap_options_are_checked(api):
+    for options in ({"swap": "everyone"}, {"swap": "reference"}):
+        await expect_error(api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": options}), 400, "invalid_body")
+    await expect_error(
+        api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": {"swap": "reference", "reference_face_id": "x"}}),
+        404,
+        "face_not_found",
+    )

@@ -10,6 +10,7 @@ disclosure badge) are written back: everything else stays bit-exact.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import defaultdict
@@ -25,9 +26,16 @@ from pipeline.color import i420_to_rgb, rgb_to_i420
 from pipeline.detect import FaceDetector
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
+from pipeline.identity import IdentityEmbedder
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
+from pipeline.swap.five_points import five_points
 from pipeline.stage_timer import StageTimer
 from pipeline.tracking import Observation, Track, Tracker, stack_crops
+
+
+# SFace cosine from which a face counts as the reference person (models.md: the same person
+# scored 0.72-0.80 on these photos, different people <= 0.30).
+REFERENCE_THRESHOLD = 0.5
 
 
 class MeshSwapChain:
@@ -47,6 +55,7 @@ class MeshSwapChain:
         self.swapper = MeshSwapper(device, keep_eyes_mouth=keep_eyes_mouth)
         self.tracker = Tracker()
         self.timer = StageTimer()
+        self._embedder: IdentityEmbedder | None = None  # loaded when a session first swaps only a reference face
         # The models hold no state, but one caller at a time: the runner's batches and uploads' analyses.
         self._lock = threading.Lock()
 
@@ -58,8 +67,49 @@ class MeshSwapChain:
             self.mesher.landmarks(torch.zeros(1, 3, 192, 192, device=self.device))
 
     def analyse_face(self, image_rgb: np.ndarray) -> SourceFace | None:
-        with self._lock:
-            return analyse_source(image_rgb, self.detector, self.mesher)
+        """The source face (crop and mesh) and its identity, so it can also serve as a reference."""
+        with self._lock, torch.inference_mode():
+            source = analyse_source(image_rgb, self.detector, self.mesher)
+            if source is None:
+                return None
+            crop = (source.image * 255).round().to(torch.uint8).permute(1, 2, 0)[None]
+            first = torch.zeros(1, dtype=torch.long, device=self.device)
+            return dataclasses.replace(source, identity=self._identity(crop, source.points[None], first)[0])
+
+    def _identity(self, frames_u8: torch.Tensor, points: torch.Tensor, frame_index: torch.Tensor) -> torch.Tensor:
+        """SFace embeddings [N, 128] of faces given by their mesh points (frame pixels)."""
+        if self._embedder is None:
+            self._embedder = IdentityEmbedder(self.device)
+        return self._embedder.embed(frames_u8, five_points(points), frame_index)
+
+    def _reference_identity(self, face_id: str) -> torch.Tensor | None:
+        """The identity of an uploaded reference face (computed when it was uploaded)."""
+        try:
+            source = self.faces.get(face_id).analysis
+        except FaceNotFound:
+            return None
+        return source.identity if isinstance(source, SourceFace) else None
+
+    def _chosen(self, item: ChainItem, frame_tracks: tuple[Track, ...], frames_u8: torch.Tensor, frame: int) -> list[Track]:
+        """Which of a frame's faces to swap, by the session's `swap` option: all, the largest, or
+        those matching a reference photo (SFace cosine >= `reference_threshold`)."""
+        mode = item.options.get("swap", "all")
+        if mode == "largest" and frame_tracks:
+            return [max(frame_tracks, key=lambda t: (t.bounds[2] - t.bounds[0]) * (t.bounds[3] - t.bounds[1]))]
+        if mode == "reference":
+            reference = self._reference_identity(str(item.options.get("reference_face_id", "")))
+            if reference is None:
+                return []
+            chosen = []
+            for track in frame_tracks:
+                if not isinstance(track.held, torch.Tensor):  # a face's identity is read once per track
+                    index = torch.tensor([frame], device=self.device)
+                    with self.timer.stage("identity"):
+                        track.held = self._identity(frames_u8, track.smoothed[None], index)[0]
+                if float(track.held @ reference) >= REFERENCE_THRESHOLD:
+                    chosen.append(track)
+            return chosen
+        return list(frame_tracks)
 
     def forget_session(self, session_id: str) -> None:
         with self._lock:
@@ -108,7 +158,7 @@ class MeshSwapChain:
         tracks = self._track(items, frames_u8)
         targets, frame_index, face_sources, fades = [], [], [], torch.ones(len(items), device=self.device)
         for frame, frame_tracks in enumerate(tracks):
-            for track in frame_tracks:
+            for track in self._chosen(items[frame], frame_tracks, frames_u8, frame):
                 targets.append(track.smoothed[:, :2])
                 frame_index.append(frame)
                 face_sources.append(sources[frame].to(self.device))

@@ -27,9 +27,11 @@ class SourceFace:
 
     image: torch.Tensor
     points: torch.Tensor
+    identity: torch.Tensor | None = None  # SFace embedding [128] (the chain adds it), for choosing faces by reference
 
     def to(self, device: torch.device | str) -> SourceFace:
-        return SourceFace(self.image.to(device), self.points.to(device))
+        identity = None if self.identity is None else self.identity.to(device)
+        return SourceFace(self.image.to(device), self.points.to(device), identity)
 
 
 def mesh_points(frames: torch.Tensor, boxes: torch.Tensor, eyes: torch.Tensor, frame_index: torch.Tensor, mesher: FaceMesher, refine: int = 1) -> tuple[torch.Tensor, torch.Tensor]:

@@ -33,6 +33,22 @@ def _parse_offer_body(body: Any) -> tuple[str, str | None, dict[str, object]]:
     return sdp, face_id, options
 
 
+SWAP_MODES = ("all", "largest", "reference")
+
+
+def _check_swap_options(request: web.Request, options: dict[str, object], account_id: str) -> None:
+    """options.swap: which faces to swap — all (default), the largest, or those matching
+    options.reference_face_id (an uploaded photo of the person)."""
+    mode = options.get("swap", "all")
+    if mode not in SWAP_MODES:
+        raise ApiError(400, "invalid_body", f"options.swap must be one of {', '.join(SWAP_MODES)}")
+    if mode == "reference":
+        reference = options.get("reference_face_id")
+        if not isinstance(reference, str):
+            raise ApiError(400, "invalid_body", "options.swap 'reference' needs options.reference_face_id")
+        request.app[FACES].get(reference, account_id)
+
+
 @routes.post("/api/offer")
 async def offer(request: web.Request) -> web.Response:
     try:
@@ -43,6 +59,7 @@ async def offer(request: web.Request) -> web.Response:
     account = await current_account(request)
     if face_id is not None:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
+    _check_swap_options(request, options, account.id)
     quota = request.app[SETTINGS].quota
     rules = quota.tier(account.tier)
     store = request.app[ACCOUNTS].store

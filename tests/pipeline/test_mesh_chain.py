@@ -88,3 +88,35 @@ def test_a_face_that_disappears_fades_out_then_passes_through(chain_and_faces):
     held = [chain.run([ChainItem("gone", empty, {"face_id": face_id})])[0] for _ in range(5)]
     assert held[0] is not None, "the last good swap is held for a few frames"
     assert held[-1] is None, "then the face is dropped and the video passes through"
+
+
+def two_faces(left: str, right: str) -> np.ndarray:
+    """A 960x480 frame with one face photo on each side."""
+    halves = [
+        av.VideoFrame.from_ndarray(face_rgb(name), format="rgb24").reformat(480, 480).to_ndarray(format="rgb24")
+        for name in (left, right)
+    ]
+    rgb = np.ascontiguousarray(np.concatenate(halves, axis=1))
+    return av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p").to_ndarray()
+
+
+def changed_halves(chain, frame: np.ndarray, options: dict) -> tuple[bool, bool]:
+    out = None
+    for _ in range(2):  # the second frame uses the tracks of the first
+        out = chain.run([ChainItem(f"halves-{sorted(options.items())}", frame, options)])[0]
+    assert out is not None
+    luma_change = np.abs(out[:480].astype(int) - frame[:480].astype(int))
+    luma_change[:60, 880:] = 0  # the badge
+    return bool((luma_change[:, :480] > 0).mean() > 0.01), bool((luma_change[:, 480:] > 0).mean() > 0.01)
+
+
+def test_which_faces_to_swap(chain_and_faces):
+    chain, faces, face_id = chain_and_faces
+    frame = two_faces("obama.jpg", "biden.jpg")
+    obama2 = face_rgb("obama2.jpg")
+    reference = faces.add(obama2, owner="test", format="jpeg", size_bytes=0, analysis=chain.analyse_face(obama2)).id
+    assert changed_halves(chain, frame, {"face_id": face_id}) == (True, True), "all faces"
+    assert changed_halves(chain, frame, {"face_id": face_id, "swap": "reference", "reference_face_id": reference}) == (
+        True,
+        False,
+    ), "only the face that is the reference person (Obama, from another photo)"

@@ -3,7 +3,7 @@
 Faces are tracked per session (pipeline/tracking): the detector runs only when a face
 is new or lost, or periodically; landmarks are smoothed; a face lost for a few frames is
 held and faded out. Frames arrive as I420 arrays; each group of same-sized frames goes to the device in
-one copy (pinned staging on CUDA), is converted to RGB there, and comes back as
+one copy (pinned staging buffers reused, on an upload stream, see device_transfer.py), is converted to RGB there, and comes back as
 I420 in one copy. Only pixels the swap touched (the dilated face masks and the
 disclosure badge) are written back: everything else stays bit-exact.
 """
@@ -24,6 +24,7 @@ from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
 from pipeline.color import i420_to_rgb, rgb_to_i420
 from pipeline.detect import FaceDetector
+from pipeline.device_transfer import DeviceTransfer
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
 from pipeline.identity import IdentityEmbedder
@@ -55,6 +56,7 @@ class MeshSwapChain:
         self.swapper = MeshSwapper(device, keep_eyes_mouth=keep_eyes_mouth)
         self.tracker = Tracker()
         self.timer = StageTimer()
+        self.transfer = DeviceTransfer(device)
         self._embedder: IdentityEmbedder | None = None  # loaded when a session first swaps only a reference face
         # The models hold no state, but one caller at a time: the runner's batches and uploads' analyses.
         self._lock = threading.Lock()
@@ -142,16 +144,10 @@ class MeshSwapChain:
             return exc
         return analysis if isinstance(analysis, SourceFace) else None
 
-    def _upload(self, images: list[np.ndarray]) -> torch.Tensor:
-        stacked = torch.from_numpy(np.stack(images))
-        if self.device.type == "cuda":
-            stacked = stacked.pin_memory()
-        return stacked.to(self.device, non_blocking=True)
-
     def _swap_group(self, items: list[ChainItem], sources: list[SourceFace]) -> list[np.ndarray | None]:
         timer = self.timer
         with timer.stage("upload"):
-            i420 = self._upload([item.image for item in items])
+            i420 = self.transfer.upload([item.image for item in items])
         with timer.stage("convert"):
             rgb = i420_to_rgb(i420)
             frames_u8 = (rgb * 255).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
@@ -183,7 +179,7 @@ class MeshSwapChain:
         with timer.stage("convert"):
             merged = _merge_i420(i420, rgb_to_i420(out_rgb), support)
         with timer.stage("download"):
-            merged = merged.cpu().numpy()
+            merged = self.transfer.download(merged)
         swapped_frames = set(frame_index)
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
 

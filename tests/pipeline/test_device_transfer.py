@@ -1,0 +1,38 @@
+"""Frames to the device and back, unchanged, with staging buffers reused and bounded."""
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline.device_transfer import MAX_STAGING_SHAPES, DeviceTransfer
+
+
+def frames(count: int, height: int = 48, width: int = 64, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, (height * 3 // 2, width), dtype=np.uint8) for _ in range(count)]
+
+
+def test_cpu_round_trip_is_exact():
+    transfer = DeviceTransfer(torch.device("cpu"))
+    images = frames(3)
+    on_device = transfer.upload(images)
+    assert on_device.shape == (3, 72, 64) and on_device.dtype == torch.uint8
+    back = transfer.download(on_device)
+    assert all(np.array_equal(back[i], images[i]) for i in range(3))
+
+
+@pytest.mark.gpu
+def test_cuda_round_trip_reuses_bounded_pinned_buffers():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    transfer = DeviceTransfer(torch.device("cuda"))
+    for seed in range(3):  # the same shape: one staging buffer each way, reused
+        images = frames(4, seed=seed)
+        on_device = transfer.upload(images)
+        assert on_device.is_cuda
+        back = transfer.download(on_device + 0)
+        assert all(np.array_equal(back[i], images[i]) for i in range(4))
+    assert len(transfer._staging_in) == 1 and transfer._staging_in[(4, 72, 64)].is_pinned()
+    for batch in range(1, MAX_STAGING_SHAPES + 4):
+        transfer.download(transfer.upload(frames(batch)))
+    assert len(transfer._staging_in) <= MAX_STAGING_SHAPES and len(transfer._staging_out) <= MAX_STAGING_SHAPES

@@ -1,0 +1,58 @@
+"""The mesh chain on CUDA: agrees with the CPU, and device memory stays flat over a long session."""
+
+import av
+import numpy as np
+import pytest
+import torch
+
+from pipeline.chain import ChainItem
+from pipeline.chains import create_chain
+from pipeline.faces import FaceLibrary
+from support import face_rgb
+
+pytestmark = pytest.mark.gpu
+
+
+def chain_with_face(device: str):
+    faces = FaceLibrary()
+    chain = create_chain("mesh", torch.device(device), faces)
+    chain.warm_up()
+    source = face_rgb("biden.jpg")
+    face_id = faces.add(source, owner="gpu", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
+    return chain, face_id
+
+
+def target() -> np.ndarray:
+    return av.VideoFrame.from_ndarray(face_rgb("obama.jpg"), format="rgb24").reformat(640, 480, format="yuv420p").to_ndarray()
+
+
+@pytest.fixture
+def cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+
+
+def test_cuda_output_agrees_with_cpu(cuda):
+    frame = target()
+    outputs = []
+    for device in ("cpu", "cuda"):
+        chain, face_id = chain_with_face(device)
+        outputs.append(chain.run([ChainItem("s", frame, {"face_id": face_id})])[0].astype(np.int16))
+    difference = np.abs(outputs[0] - outputs[1])
+    print(f"CPU vs CUDA: mean {difference.mean():.3f}, max {difference.max()} grey levels")
+    assert difference.mean() < 0.5 and np.percentile(difference, 99.9) <= 8
+
+
+def test_device_memory_is_flat_over_1000_batches(cuda):
+    chain, face_id = chain_with_face("cuda")
+    items = [ChainItem(f"s{n}", target(), {"face_id": face_id}) for n in range(4)]
+    for _ in range(20):
+        chain.run(items)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for _ in range(1000):
+        chain.run(items)
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_allocated()
+    print(f"allocated {before / 2**20:.1f} -> {after / 2**20:.1f} MiB")
+    assert after - before < 16 * 2**20

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 import torch
@@ -22,3 +23,10 @@ def resolve_device(choice: DeviceChoice) -> torch.device:
     if choice == "cuda":
         raise DeviceUnavailable("--device cuda was asked for, but torch sees no CUDA device")
     return torch.device("cpu")
+
+
+def set_cpu_threads(threads: int | None) -> int:
+    """torch's intra-op threads for CPU work; None: all cores but one (at least one). Returns it."""
+    count = threads if threads is not None else max(1, (os.cpu_count() or 2) - 1)
+    torch.set_num_threads(count)
+    return count

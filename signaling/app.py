@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from pipeline.chains import create_chain
-from pipeline.device import resolve_device
+from pipeline.device import resolve_device, set_cpu_threads
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from quota.accounts import Accounts
@@ -60,6 +60,8 @@ async def _quota_store(app: web.Application) -> AsyncIterator[None]:
 async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     device = resolve_device(settings.pipeline.device)
+    if device.type == "cpu":
+        set_cpu_threads(settings.pipeline.cpu_threads)
     chain = create_chain(settings.pipeline.chain, device, app[FACES], badge=settings.pipeline.badge)
     runner = BatchRunner(chain, settings.pipeline)
     await asyncio.to_thread(runner.start)  # warm-up may load weights: keep the loop free

@@ -120,3 +120,25 @@ def test_which_faces_to_swap(chain_and_faces):
         True,
         False,
     ), "only the face that is the reference person (Obama, from another photo)"
+
+
+def test_the_swapped_face_keeps_the_targets_landmarks(chain_and_faces):
+    """Geometry, pose and expression are the target's: re-measured landmarks stay within 5 % of
+    the inter-ocular distance of the target's own."""
+    from pipeline.swap.source import mesh_points
+
+    chain, _, face_id = chain_and_faces
+    target = i420("obama3.jpg")
+    out = chain.run([ChainItem("geometry", target, {"face_id": face_id})])[0]
+
+    def landmarks(image: np.ndarray) -> torch.Tensor:
+        rgb = torch.from_numpy(av.VideoFrame.from_ndarray(image, format="yuv420p").to_ndarray(format="rgb24"))[None]
+        found = chain.detector.detect(rgb)[0]
+        points, _ = mesh_points(rgb, found.boxes[:1], found.keypoints[:1, :2], torch.zeros(1, dtype=torch.long), chain.mesher)
+        return points[0, :, :2]
+
+    before, after = landmarks(target), landmarks(out)
+    inter_ocular = float((before[263] - before[33]).norm())
+    error = float((after - before).norm(dim=1).mean()) / inter_ocular
+    print(f"landmarks moved {error:.1%} of the inter-ocular distance")
+    assert error < 0.05

@@ -26,7 +26,7 @@ from pipeline.faces import FaceLibrary
 from pipeline.identity import IdentityEmbedder
 
 FACES_DIR = (Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata" / "faces").resolve()
-PEOPLE = {"obama.jpg": "obama", "obama2.jpg": "obama", "obama3.jpg": "obama", "biden.jpg": "biden"}
+PEOPLE = {"obama.jpg": "obama", "obama2.jpg": "obama", "obama3.jpg": "obama", "biden.jpg": "biden"}  # see tests/pipeline/test_swap_quality.py for all six photos
 
 
 def photo(name: str) -> np.ndarray:
@@ -45,7 +45,9 @@ def square_frame(rgb: np.ndarray, size: int = 480) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape-transfer", type=float, nargs="+", default=[0.0, 0.5, 1.0])
+    parser.add_argument("--replace-eyes-mouth", action="store_true", help="swap the eyes and mouth too (keep_eyes_mouth=False)")
     args = parser.parse_args()
+    keep_eyes_mouth = not args.replace_eyes_mouth
     device = torch.device("cpu")
     detector, embedder = FaceDetector(device), IdentityEmbedder(device)
 
@@ -59,15 +61,16 @@ def main() -> None:
     print(f"## mesh swap identity, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, CPU")
     for alpha in args.shape_transfer:
         faces = FaceLibrary()
-        chain = MeshSwapChain(device, faces, badge=False, shape_transfer=alpha)
+        chain = MeshSwapChain(device, faces, badge=False, shape_transfer=alpha, keep_eyes_mouth=keep_eyes_mouth)
         ids = {name: faces.add(photo(name), owner="bench", format="jpeg", size_bytes=0, analysis=chain.analyse_face(photo(name))).id for name in PEOPLE}
-        print(f"\nshape_transfer {alpha:g}\n\n| source -> target | SFace to source | SFace to target | closer to source |\n|---|---:|---:|---|")
+        print(f"\nshape_transfer {alpha:g}, keep_eyes_mouth {keep_eyes_mouth}\n\n| source -> target | SFace to source | SFace to target | closer to source |\n|---|---:|---:|---|")
         wins = pairs = 0
         for source in PEOPLE:
             for target in PEOPLE:
                 if PEOPLE[source] == PEOPLE[target]:
                     continue
-                out = chain.run([ChainItem("bench", square_frame(photo(target)), {"face_id": ids[source]})])[0]
+                frame = square_frame(photo(target))  # each pair its own session: no tracks carried over
+                out = chain.run([ChainItem(f"{source}->{target}", frame, {"face_id": ids[source]})])[0]
                 if out is None:
                     print(f"| {source} -> {target} | no face found | | |")
                     continue

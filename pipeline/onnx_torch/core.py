@@ -111,18 +111,23 @@ def torch_dtype(ctx: RunContext, onnx_type: int) -> torch.dtype:
 
 def from_numpy(array: np.ndarray, device: torch.device, dtype: torch.dtype, on_host: bool) -> torch.Tensor:
     """A constant as a tensor placed by the module rule: floats on `device` in `dtype` (unless
-    `on_host`), integers and booleans on the CPU."""
+    `on_host`: then float32 on the CPU), integers and booleans on the CPU."""
     array = np.asarray(array)
     if array.dtype.kind == "f":
-        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
-        return tensor.to(dtype=dtype) if on_host else tensor.to(device=device, dtype=dtype)
+        tensor = torch.from_numpy(_writable(np.ascontiguousarray(array, dtype=np.float32).reshape(array.shape)))
+        return tensor if on_host else tensor.to(device=device, dtype=dtype)  # host numbers stay float32
     if array.dtype.kind == "b":
-        return torch.from_numpy(np.ascontiguousarray(array))
+        return torch.from_numpy(_writable(np.ascontiguousarray(array).reshape(array.shape)))
     if array.dtype.kind in "iu":
         if array.dtype in (np.uint16, np.uint32, np.uint64):
             array = array.astype(np.int64)
-        return torch.from_numpy(np.ascontiguousarray(array))
+        return torch.from_numpy(_writable(np.ascontiguousarray(array).reshape(array.shape)))
     raise UnsupportedOperator(f"constant of numpy dtype {array.dtype} is not supported")
+
+
+def _writable(array: np.ndarray) -> np.ndarray:
+    # np.ascontiguousarray turns 0-d arrays into 1-d ones: callers pass shapes through here
+    return array if array.flags.writeable else array.copy()
 
 
 def ints(value: torch.Tensor) -> list[int]:

@@ -63,6 +63,15 @@ def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
     return TensorSpec(value.name, tensor_type.elem_type, shape)
 
 
+def _fits(spec: TensorSpec, value: torch.Tensor) -> bool:
+    """Whether a fed tensor matches the declared shape, the leading (batch) dimension free."""
+    if spec.shape is None:
+        return True
+    if value.ndim != len(spec.shape):
+        return False
+    return all(want is None or want == got for want, got in zip(spec.shape[1:], value.shape[1:], strict=True))
+
+
 def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     for attribute in node.attribute:
@@ -197,11 +206,8 @@ class OnnxTorchGraph:
         batch = None
         for spec in self.inputs:
             value = feeds[spec.name]
-            if spec.shape is not None:
-                if value.ndim != len(spec.shape) or any(
-                    want is not None and want != got for want, got in zip(spec.shape[1:], value.shape[1:], strict=True)
-                ):
-                    raise ValueError(f"input {spec.name!r} must be {list(spec.shape)} (any batch), not {list(value.shape)}")
+            if not _fits(spec, value):
+                raise ValueError(f"input {spec.name!r} must be {list(spec.shape)} (any batch), not {list(value.shape)}")
             value = value.to(self.device)
             env[spec.name] = value.to(self.dtype) if value.dtype.is_floating_point else value
             if batch is None and value.ndim:

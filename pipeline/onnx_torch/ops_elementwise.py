@@ -7,7 +7,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pipeline.onnx_torch.core import RunContext, Value, register, same_device, torch_dtype
+from pipeline.onnx_torch.core import (
+    RunContext,
+    Value,
+    register,
+    same_device,
+    torch_dtype,
+)
 
 
 def _binary(fn: Any) -> Any:

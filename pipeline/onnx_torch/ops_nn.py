@@ -8,7 +8,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pipeline.onnx_torch.core import RunContext, UnsupportedOperator, Value, register, same_device
+from pipeline.onnx_torch.core import (
+    RunContext,
+    UnsupportedOperator,
+    Value,
+    register,
+    same_device,
+)
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}

@@ -8,7 +8,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pipeline.onnx_torch.core import RunContext, UnsupportedOperator, Value, batch_rule, floats, ints, register
+from pipeline.onnx_torch.core import (
+    RunContext,
+    UnsupportedOperator,
+    Value,
+    batch_rule,
+    floats,
+    ints,
+    register,
+)
 
 _PAD_MODES = {"reflect": "reflect", "edge": "replicate", "wrap": "circular"}
 
@@ -74,7 +82,7 @@ def _source_coordinates(
     raise UnsupportedOperator(f"Resize coordinate_transformation_mode {transform!r} is not supported")
 
 
-def _nearest(coords: torch.Tensor, rounding: str) -> torch.Tensor:
+def _nearest(coords: torch.Tensor, rounding: str, scale: float) -> torch.Tensor:
     if rounding == "round_prefer_floor":
         return torch.ceil(coords - 0.5)
     if rounding == "round_prefer_ceil":
@@ -83,6 +91,8 @@ def _nearest(coords: torch.Tensor, rounding: str) -> torch.Tensor:
         return torch.floor(coords)
     if rounding == "ceil":
         return torch.ceil(coords)
+    if rounding == "simple":  # Upsample and Resize before opset 11 (as onnxruntime reads them)
+        return torch.floor(coords) if scale >= 1 else torch.ceil(coords)
     raise UnsupportedOperator(f"Resize nearest_mode {rounding!r} is not supported")
 
 
@@ -96,7 +106,7 @@ def _axis_plan(
         mode, out_size, in_size, scale, transform, rounding = key
         coords = _source_coordinates(mode, out_size, in_size, scale, transform)
         if mode == "nearest":
-            index = _nearest(coords, rounding).clamp(0, in_size - 1).long()
+            index = _nearest(coords, rounding, scale).clamp(0, in_size - 1).long()
             plan = (index.to(device),)
         else:
             low = torch.floor(coords)
@@ -142,6 +152,7 @@ def _resize(ctx: RunContext, attrs: dict[str, Any], inputs: list[Value]) -> torc
         raise UnsupportedOperator("Resize keep_aspect_ratio_policy other than 'stretch' is not supported")
     if ctx.opset < 11:
         scale_input, size_input, default_transform = inputs[1], None, "asymmetric"
+        attrs = {**attrs, "nearest_mode": "simple"}
     else:
         scale_input = inputs[2] if len(inputs) > 2 else None
         size_input = inputs[3] if len(inputs) > 3 else None
@@ -169,5 +180,5 @@ def _upsample(ctx: RunContext, attrs: dict[str, Any], inputs: list[Value]) -> to
     x = inputs[0]
     scales = [float(s) for s in attrs["scales"]] if "scales" in attrs else floats(inputs[1])
     sizes = [math.floor(n * s) for n, s in zip(x.shape, scales, strict=True)]
-    # the deprecated Upsample: asymmetric coordinates, nearest rounds down
-    return resize(ctx, x, scales, sizes, attrs.get("mode", "nearest"), "asymmetric", "floor")
+    # the deprecated Upsample: asymmetric coordinates, nearest rounds down (scales are >= 1)
+    return resize(ctx, x, scales, sizes, attrs.get("mode", "nearest"), "asymmetric", "simple")

@@ -139,7 +139,7 @@ def _gather(ctx: RunContext, attrs: dict[str, Any], inputs: list[Value]) -> torc
     indices = indices.to(x.device, torch.long)
     indices = torch.where(indices < 0, indices + x.shape[axis], indices)
     out = x.index_select(axis, indices.reshape(-1))
-    return out.reshape(*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :])
+    return out.reshape((*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :]))
 
 
 @register("ConstantOfShape")

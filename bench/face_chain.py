@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from pipeline.chain import ChainItem
-from pipeline.chains.mesh_swap import MeshSwapChain
+from pipeline.chains.face_swap import FaceSwapChain
 from pipeline.faces import FaceLibrary
 from pipeline.stage_timer import StageTimer
 
@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device(args.device)
     faces = FaceLibrary()
-    chain = MeshSwapChain(device, faces)
+    chain = FaceSwapChain(device, faces)
     chain.warm_up()
     source = photo("biden.jpg")
     face_id = faces.add(source, owner="bench", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id

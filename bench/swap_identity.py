@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from pipeline.chain import ChainItem
-from pipeline.chains.mesh_swap import MeshSwapChain
+from pipeline.chains.face_swap import FaceSwapChain
 from pipeline.detect import FaceDetector
 from pipeline.faces import FaceLibrary
 from pipeline.identity import IdentityEmbedder
@@ -61,7 +61,7 @@ def main() -> None:
     print(f"## mesh swap identity, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, CPU")
     for alpha in args.shape_transfer:
         faces = FaceLibrary()
-        chain = MeshSwapChain(device, faces, badge=False, shape_transfer=alpha, keep_eyes_mouth=keep_eyes_mouth)
+        chain = FaceSwapChain(device, faces, badge=False, shape_transfer=alpha, keep_eyes_mouth=keep_eyes_mouth)
         ids = {name: faces.add(photo(name), owner="bench", format="jpeg", size_bytes=0, analysis=chain.analyse_face(photo(name))).id for name in PEOPLE}
         print(f"\nshape_transfer {alpha:g}, keep_eyes_mouth {keep_eyes_mouth}\n\n| source -> target | SFace to source | SFace to target | closer to source |\n|---|---:|---:|---|")
         wins = pairs = 0

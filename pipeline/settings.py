@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipeline.device import DeviceChoice
 
@@ -24,6 +25,8 @@ class PipelineSettings:
     # torch's CPU threads; None: all cores but one, which the codecs and the network need
     # (on this 2-core machine one thread gave 20 fps / 67 ms against 15 fps / 82 ms with two).
     cpu_threads: int | None = None
+    # Where the learned models users bring live (chain `inswapper`): inswapper_128(.fp16).onnx, w600k_r50.onnx.
+    models_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:

@@ -62,7 +62,9 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     device = resolve_device(settings.pipeline.device)
     if device.type == "cpu":
         set_cpu_threads(settings.pipeline.cpu_threads)
-    chain = create_chain(settings.pipeline.chain, device, app[FACES], badge=settings.pipeline.badge)
+    chain = create_chain(
+        settings.pipeline.chain, device, app[FACES], badge=settings.pipeline.badge, models_dir=settings.pipeline.models_dir
+    )
     runner = BatchRunner(chain, settings.pipeline)
     await asyncio.to_thread(runner.start)  # warm-up may load weights: keep the loop free
     logger.info("chain %s warmed up on %s", chain.name, device)

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from pipeline.chains import UnknownChain
 from pipeline.device import DeviceUnavailable
+from pipeline.learned import ModelFileError
 from pipeline.settings import PipelineSettings
 from quota.settings import QuotaSettings
 from signaling.app import create_app
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--ice-public-address", help="advertise this address instead of the host's (1:1 NAT)")
     _add_many(serve, "--ice-server", help="STUN/TURN URL, e.g. stun:host:3478 or turn:user:pass@host:3478 (repeatable)")
     _add_many(serve, "--ice-allow-remote", help="CIDR that offered candidates must be in (repeatable; default: loopback only when every --ice-host is loopback)")
-    _add(serve, "--chain", default="mesh", help="chain to run: mesh (the face swap), passthrough, invert, fixed-cost:BATCH_MS:FRAME_MS")
+    _add(serve, "--chain", default="mesh", help="chain to run: mesh (the face swap), inswapper (with --models-dir), passthrough, invert, fixed-cost:BATCH_MS:FRAME_MS")
+    _add(serve, "--models-dir", type=Path, default=None, help="folder with the models you bring, for --chain inswapper")
     _add(serve, "--badge", default="on", help="'off' removes the 'AI' disclosure badge from swapped video (operators only)")
     _add(serve, "--device", default="auto", help="cpu, cuda or auto (CUDA if present)")
     _add(serve, "--max-batch", type=int, default=8, help="frames per batch at most")
@@ -100,6 +102,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             max_wait_ms=args.max_wait_ms,
             max_in_flight=args.max_in_flight,
             cpu_threads=args.cpu_threads,
+            models_dir=args.models_dir,
             badge=_on_off(args.badge, "--badge"),
         ),
         quota=QuotaSettings(
@@ -154,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker.
         web.run_app(create_app(settings), host=settings.http.host, port=settings.http.port, print=None)
-    except (UnknownChain, DeviceUnavailable) as exc:
+    except (UnknownChain, DeviceUnavailable, ModelFileError) as exc:
         print(f"facefuse: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -1,10 +1,13 @@
 """The chains the server can run, by name.
 
 A chain spec is a name, optionally followed by ':'-separated numbers:
-`passthrough`, `invert`, `fixed-cost:BATCH_MS:FRAME_MS` (default 10:1), `mesh` (the face swap).
+`passthrough`, `invert`, `fixed-cost:BATCH_MS:FRAME_MS` (default 10:1), `mesh` (the face swap),
+`inswapper` (the face swap with the learned models users bring, from `models_dir`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 
@@ -14,19 +17,28 @@ from pipeline.chains.fixed_cost import FixedCostChain
 from pipeline.chains.invert import InvertChain
 from pipeline.chains.passthrough import PassthroughChain
 
-CHAIN_NAMES = ("passthrough", "invert", "fixed-cost", "mesh")
+CHAIN_NAMES = ("passthrough", "invert", "fixed-cost", "mesh", "inswapper")
 
 
 class UnknownChain(ValueError):
     pass
 
 
-def create_chain(spec: str, device: torch.device, faces: FaceLibrary | None = None, *, badge: bool = True) -> Chain:
+def create_chain(
+    spec: str, device: torch.device, faces: FaceLibrary | None = None, *, badge: bool = True, models_dir: Path | None = None
+) -> Chain:
     name, _, args = spec.partition(":")
-    if name == "mesh" and not args:
-        from pipeline.chains.mesh_swap import MeshSwapChain  # loads the face models: only when asked for
+    if name in ("mesh", "inswapper") and not args:
+        # loads the face models: only when asked for
+        from pipeline.chains.face_swap import FaceSwapChain
+        from pipeline.swap.learned_swapper import LearnedSwapper
 
-        return MeshSwapChain(device, faces if faces is not None else FaceLibrary(), badge=badge)
+        learned = None
+        if name == "inswapper":
+            if models_dir is None:
+                raise UnknownChain("chain 'inswapper' needs a models directory (--models-dir) with your model files")
+            learned = LearnedSwapper(models_dir, device)
+        return FaceSwapChain(device, faces if faces is not None else FaceLibrary(), badge=badge, learned=learned)
     if name == "passthrough" and not args:
         return PassthroughChain()
     if name == "invert" and not args:

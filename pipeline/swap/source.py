@@ -28,10 +28,13 @@ class SourceFace:
     image: torch.Tensor
     points: torch.Tensor
     identity: torch.Tensor | None = None  # SFace embedding [128] (the chain adds it), for choosing faces by reference
+    latent: torch.Tensor | None = None  # inswapper source latent [512], when the chain runs the learned swapper
 
     def to(self, device: torch.device | str) -> SourceFace:
-        identity = None if self.identity is None else self.identity.to(device)
-        return SourceFace(self.image.to(device), self.points.to(device), identity)
+        def moved(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return None if tensor is None else tensor.to(device)
+
+        return SourceFace(self.image.to(device), self.points.to(device), moved(self.identity), moved(self.latent))
 
 
 def mesh_points(frames: torch.Tensor, boxes: torch.Tensor, eyes: torch.Tensor, frame_index: torch.Tensor, mesher: FaceMesher, refine: int = 1) -> tuple[torch.Tensor, torch.Tensor]:

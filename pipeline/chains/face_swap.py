@@ -1,4 +1,7 @@
-"""The `mesh` chain: detect -> align (face mesh) -> swap -> blend, batched across sessions on the device.
+"""The face chains: detect -> align (face mesh) -> swap -> blend, batched across sessions on the device.
+
+`mesh` warps the source face onto the target's mesh (no learned weights); `inswapper` runs the
+learned swapper users bring (pipeline/swap/learned_swapper.py) in the same batched path.
 
 Faces are tracked per session (pipeline/tracking): the detector runs only when a face
 is new or lost, or periodically; landmarks are smoothed; a face lost for a few frames is
@@ -30,6 +33,7 @@ from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
 from pipeline.identity import IdentityEmbedder
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
 from pipeline.swap.five_points import five_points
+from pipeline.swap.learned_swapper import LearnedSwapper
 from pipeline.stage_timer import StageTimer
 from pipeline.tracking import Observation, Track, Tracker, stack_crops
 
@@ -39,13 +43,13 @@ from pipeline.tracking import Observation, Track, Tracker, stack_crops
 REFERENCE_THRESHOLD = 0.5
 
 
-class MeshSwapChain:
-    name = "mesh"
-
+class FaceSwapChain:
     def __init__(
         self, device: torch.device, faces: FaceLibrary, *, badge: bool = True, keep_eyes_mouth: bool = True,
-        shape_transfer: float = 0.0,
+        shape_transfer: float = 0.0, learned: LearnedSwapper | None = None,
     ) -> None:
+        self.name = "inswapper" if learned is not None else "mesh"
+        self.learned = learned
         self.device = device
         self.faces = faces
         self.badge = badge
@@ -76,7 +80,11 @@ class MeshSwapChain:
                 return None
             crop = (source.image * 255).round().to(torch.uint8).permute(1, 2, 0)[None]
             first = torch.zeros(1, dtype=torch.long, device=self.device)
-            return dataclasses.replace(source, identity=self._identity(crop, source.points[None], first)[0])
+            identity = self._identity(crop, source.points[None], first)[0]
+            latent = None
+            if self.learned is not None:
+                latent = self.learned.source_latent(crop[0], five_points(source.points[None])[0])
+            return dataclasses.replace(source, identity=identity, latent=latent)
 
     def _identity(self, frames_u8: torch.Tensor, points: torch.Tensor, frame_index: torch.Tensor) -> torch.Tensor:
         """SFace embeddings [N, 128] of faces given by their mesh points (frame pixels)."""
@@ -167,11 +175,15 @@ class MeshSwapChain:
             source_points = torch.stack([source.points for source in face_sources]).to(points)
             points = points + self.shape_transfer * (_similar_onto(source_points, points) - points)
         index = torch.tensor(frame_index, device=self.device)
-        with timer.stage("swap"):  # warp, masks, colour match and multiband blend
-            rendered = self.swapper.render(rgb, points, index, face_sources)
+        with timer.stage("swap"):
+            if self.learned is not None:  # inswapper on aligned crops, pasted back
+                latents = torch.stack([source.latent for source in face_sources])
+                swapped, support = self.learned.swap(rgb, frames_u8, five_points(points), index, latents)
+            else:  # warp, masks, colour match and multiband blend
+                rendered = self.swapper.render(rgb, points, index, face_sources)
+                swapped, support = rendered.frames, rendered.support > 0
         with timer.stage("blend"):
-            out_rgb = rgb + fades[:, None, None, None] * (rendered.frames - rgb)
-            support = rendered.support > 0
+            out_rgb = rgb + fades[:, None, None, None] * (swapped - rgb)
             if self.badge:
                 draw_badge(out_rgb)
                 top, left, plate_h, plate_w = badge_geometry(*out_rgb.shape[2:])

@@ -235,7 +235,7 @@ async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo
     try:
         for source, log in zip(sources, logs):
             session = await client.connect(source, codec=CODEC, on_frame=log, face_id=face_id)
-            # The client keeps the last 600 decoded frames (~280 MB per 480p session); one is enough here.
+            # The client keeps its last 90 decoded frames (~40 MB per 480p session); one is enough here.
             session.received = deque(maxlen=1)
             sessions.append(session)
 

@@ -97,10 +97,7 @@ def test_identity_moves_to_the_source(results):
 
 
 def test_the_targets_geometry_is_kept(results):
-    # The plan asks for 5 % per pair; measured on 2026-11-30, one pair of 24 (astronaut -> obama2)
-    # came to 5.1 %, so the per-pair bound here is 6 % until that pair is fixed (see the issue note).
-    assert np.mean([row["landmarks"] for row in results]) < 0.05
-    assert max(row["landmarks"] for row in results) < 0.06
+    assert max(row["landmarks"] for row in results) < 0.05
 
 
 def test_pixels_away_from_the_face_are_unchanged(results):

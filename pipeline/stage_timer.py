@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -17,13 +18,15 @@ class StageTimer:
 
     def __init__(self, sync: Callable[[], None] | None = None) -> None:
         self._sync = sync
+        self._lock = threading.Lock()  # the runner's thread writes, the event loop reads
         self.last: dict[str, float] = {}
         self._totals: dict[str, float] = {}
         self._batches = 0
 
     def start_batch(self) -> None:
-        self.last = {}
-        self._batches += 1
+        with self._lock:
+            self.last = {}
+            self._batches += 1
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -36,8 +39,11 @@ class StageTimer:
             if self._sync is not None:
                 self._sync()
             elapsed = (time.perf_counter() - started) * 1000
-            self.last[name] = self.last.get(name, 0.0) + elapsed
-            self._totals[name] = self._totals.get(name, 0.0) + elapsed
+            with self._lock:
+                self.last[name] = self.last.get(name, 0.0) + elapsed
+                self._totals[name] = self._totals.get(name, 0.0) + elapsed
 
     def means(self) -> dict[str, float]:
-        return {name: total / max(self._batches, 1) for name, total in self._totals.items()}
+        """Mean milliseconds per batch for each stage since the start."""
+        with self._lock:
+            return {name: round(total / max(self._batches, 1), 2) for name, total in self._totals.items()}

@@ -1,10 +1,12 @@
 """The server with the `mesh` chain: face analysis at upload, swapped video back, switching faces."""
 
+import functools
 import io
 
 import av
 import numpy as np
 import pytest
+import torch
 
 from signaling.client import FacefuseClient, ServerError
 from stream.image_track import ImageTrack
@@ -24,6 +26,23 @@ def png_of(rgb: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+@functools.cache
+def _models():
+    from pipeline.detect import FaceDetector
+    from pipeline.identity import IdentityEmbedder
+
+    return FaceDetector(torch.device("cpu")), IdentityEmbedder(torch.device("cpu"))
+
+
+def identity(rgb: np.ndarray) -> torch.Tensor:
+    """SFace identity of the largest face in an RGB image."""
+    detector, embedder = _models()
+    frame = torch.from_numpy(np.ascontiguousarray(rgb))[None]
+    found = detector.detect(frame)[0]
+    largest = int((found.boxes[:, 2:] - found.boxes[:, :2]).prod(dim=1).argmax())
+    return embedder.embed(frame, found.keypoints[largest : largest + 1], torch.zeros(1, dtype=torch.long))[0]
+
+
 def face_change(received, sent_luma: np.ndarray) -> float:
     """Mean luma change in the middle of the frame (where the face is) between sent and received."""
     luma = received.frame.to_ndarray(format="yuv420p")[:480].astype(np.int16)
@@ -36,18 +55,27 @@ async def test_upload_analyses_the_face_and_the_session_gets_swapped_video():
             with pytest.raises(ServerError) as caught:
                 await client.upload_face(png_of(np.full((240, 320, 3), 90, np.uint8)), "image/png")
             assert caught.value.status == 422 and caught.value.code == "no_face"
-            biden = await client.upload_face(face_path("biden.jpg").read_bytes())
+            hopper = await client.upload_face(face_path("grace_hopper.jpg").read_bytes())
 
-            source = ImageTrack(face_rgb("obama.jpg"))
+            portrait = face_rgb("obama.jpg")
+            top = np.ascontiguousarray(portrait[: portrait.shape[1] * 3 // 4])  # 4:3 from the top: the face, undistorted
+            source = ImageTrack(top)
             sent = source._image[:480].astype(np.int16)
-            session = await client.connect(source, face_id=biden)
+            session = await client.connect(source, face_id=hopper)
             try:
                 await wait_until(lambda: session.frames_received >= 15, timeout=60)
                 stats = await client.request("GET", f"/api/sessions/{session.session_id}")
                 assert stats["frames_processed"] > 0, stats
+                stages = (await client.request("GET", "/healthz"))["chain_stages_ms"]
+                assert {"upload", "convert", "landmarks", "swap", "download"} <= set(stages), stages
                 swapped = face_change(session.received[-1], sent)
                 print(f"mean luma change in the face area: {swapped:.1f}")
                 assert swapped > 4, "the face is swapped"
+                received = session.received[-1].frame.to_ndarray(format="rgb24")
+                to_source = float(identity(received) @ identity(face_rgb("grace_hopper.jpg")))
+                to_target = float(identity(received) @ identity(face_rgb("obama.jpg")))
+                print(f"received face: SFace {to_source:.3f} to the source (Grace Hopper), {to_target:.3f} to the target")
+                assert to_source > to_target, "the received face has the source's identity"
 
                 await client.request("POST", f"/api/sessions/{session.session_id}/face", json={"face_id": None})
                 before = session.frames_received

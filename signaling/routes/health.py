@@ -13,6 +13,7 @@ routes = web.RouteTableDef()
 async def healthz(request: web.Request) -> web.Response:
     runner = request.app[RUNNER]
     status = 200 if runner.running else 503
+    timer = getattr(runner.chain, "timer", None)  # face chains time their stages
     return web.json_response(
         {
             "status": "ok" if runner.running else "worker stopped",
@@ -20,6 +21,7 @@ async def healthz(request: web.Request) -> web.Response:
             "device": request.app[DEVICE],
             "sessions": len(request.app[SESSIONS].all()),
             "scheduler": runner.stats(),
+            "chain_stages_ms": timer.means() if timer is not None else None,
         },
         status=status,
     )

@@ -2,13 +2,16 @@
 
 BT.601 limited range: what WebRTC's VP8/H264 decoders hand us and what our encoders
 expect (PyAV/swscale use the same default for yuv420p). Runs wherever the tensors
-live: on CUDA the conversion never leaves the GPU, on the CPU it is plain torch.
+live: on CUDA with cupy installed, as the kernels of cuda_color.py; else plain torch
+(on the GPU too, so the conversion never leaves the device).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from pipeline import cuda_color
 
 # BT.601, limited range (Y 16-235, U/V 16-240), in units of 1/255.
 _Y_SCALE = 255.0 / 219.0
@@ -19,8 +22,14 @@ _G_V = -0.714136 * _UV_SCALE
 _B_U = 1.772 * _UV_SCALE
 
 
+def _use_cupy(tensor: torch.Tensor) -> bool:
+    return tensor.is_cuda and cuda_color.available()
+
+
 def i420_to_rgb(i420: torch.Tensor) -> torch.Tensor:
     """[N, H*3/2, W] uint8 I420 -> [N, 3, H, W] float RGB in [0, 1] (same device)."""
+    if _use_cupy(i420):
+        return cuda_color.i420_to_rgb(i420)
     n, rows, width = i420.shape
     height = rows * 2 // 3
     data = i420.float()
@@ -36,6 +45,8 @@ def i420_to_rgb(i420: torch.Tensor) -> torch.Tensor:
 
 def rgb_to_i420(rgb: torch.Tensor) -> torch.Tensor:
     """[N, 3, H, W] float RGB in [0, 1] -> [N, H*3/2, W] uint8 I420 (H and W even)."""
+    if _use_cupy(rgb):
+        return cuda_color.rgb_to_i420(rgb)
     n, _, height, width = rgb.shape
     r, g, b = (rgb * 255.0).unbind(dim=1)
     y = 16.0 + (65.481 * r + 128.553 * g + 24.966 * b) / 255.0

@@ -51,3 +51,20 @@ def test_cuda_matches_cpu():
     cuda = i420_to_rgb(batch.cuda()).cpu()
     assert torch.allclose(cpu, cuda, atol=1e-5)
     assert torch.equal(rgb_to_i420(cpu), rgb_to_i420(cuda.cuda()).cpu())
+
+
+@pytest.mark.gpu
+def test_cupy_kernels_match_the_torch_formulas():
+    from pipeline import cuda_color
+
+    if not cuda_color.available():
+        pytest.skip("needs CUDA and cupy (the gpu extra)")
+    import pipeline.color as color
+
+    batch = torch.from_numpy(np.stack([photo_frame(n).to_ndarray() for n in ("obama.jpg", "biden.jpg")])).cuda()
+    kernel_rgb = cuda_color.i420_to_rgb(batch)
+    torch_rgb = color.i420_to_rgb(batch.cpu())
+    assert (kernel_rgb.cpu() - torch_rgb).abs().max() < 2 / 255
+    kernel_i420 = cuda_color.rgb_to_i420(kernel_rgb)
+    torch_i420 = color.rgb_to_i420(torch_rgb)
+    assert (kernel_i420.cpu().int() - torch_i420.int()).abs().max() <= 1

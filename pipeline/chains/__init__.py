@@ -38,7 +38,8 @@ def create_chain(
             if models_dir is None:
                 raise UnknownChain("chain 'inswapper' needs a models directory (--models-dir) with your model files")
             learned = LearnedSwapper(models_dir, device)
-        return FaceSwapChain(device, faces if faces is not None else FaceLibrary(), badge=badge, learned=learned)
+        half = device.type == "cuda"  # fp16 models on a GPU
+        return FaceSwapChain(device, faces if faces is not None else FaceLibrary(), badge=badge, learned=learned, half=half)
     if name == "passthrough" and not args:
         return PassthroughChain()
     if name == "invert" and not args:

@@ -46,7 +46,7 @@ REFERENCE_THRESHOLD = 0.5
 class FaceSwapChain:
     def __init__(
         self, device: torch.device, faces: FaceLibrary, *, badge: bool = True, keep_eyes_mouth: bool = True,
-        shape_transfer: float = 0.0, learned: LearnedSwapper | None = None,
+        shape_transfer: float = 0.0, learned: LearnedSwapper | None = None, half: bool = False,
     ) -> None:
         self.name = "inswapper" if learned is not None else "mesh"
         self.learned = learned
@@ -55,8 +55,10 @@ class FaceSwapChain:
         self.badge = badge
         # How far the target's face shape moves toward the source's (0: the target's own geometry).
         self.shape_transfer = shape_transfer
-        self.detector = FaceDetector(device)
-        self.mesher = FaceMesher(device)
+        # fp16 for the detector and the mesh on a GPU (their own tests check it gives no NaN);
+        # the warp's solve stays in float64 and blending in float32.
+        self.detector = FaceDetector(device, half=half)
+        self.mesher = FaceMesher(device, half=half)
         # The face region's resolution: 192 px on the CPU cuts the swap stage by a third (34 -> 23 ms
         # per face on a 2-core machine); the GPU has room for 256.
         region_size = 256 if device.type == "cuda" else 192

@@ -33,10 +33,16 @@ def cuda():
 
 
 def test_cuda_output_agrees_with_cpu(cuda):
+    """fp32 on both devices; the server's CUDA default (fp16 models) is checked below."""
+    from pipeline.chains.face_swap import FaceSwapChain
+
     frame = target()
     outputs = []
     for device in ("cpu", "cuda"):
-        chain, face_id = chain_with_face(device)
+        faces = FaceLibrary()
+        chain = FaceSwapChain(torch.device(device), faces, half=False)
+        source = face_rgb("biden.jpg")
+        face_id = faces.add(source, owner="gpu", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
         outputs.append(chain.run([ChainItem("s", frame, {"face_id": face_id})])[0].astype(np.int16))
     difference = np.abs(outputs[0] - outputs[1])
     print(f"CPU vs CUDA: mean {difference.mean():.3f}, max {difference.max()} grey levels")
@@ -56,3 +62,13 @@ def test_device_memory_is_flat_over_1000_batches(cuda):
     after = torch.cuda.memory_allocated()
     print(f"allocated {before / 2**20:.1f} -> {after / 2**20:.1f} MiB")
     assert after - before < 16 * 2**20
+
+
+def test_fp16_swaps_without_nan(cuda):
+    chain, face_id = chain_with_face("cuda")  # create_chain uses fp16 models on CUDA
+    assert chain.detector.dtype == torch.float16
+    frame = target()
+    out = chain.run([ChainItem("h", frame, {"face_id": face_id})])[0]
+    assert out is not None
+    frames = torch.from_numpy(av.VideoFrame.from_ndarray(out, format="yuv420p").to_ndarray(format="rgb24")).float()
+    assert torch.isfinite(frames).all() and (out != frame).mean() > 0.01

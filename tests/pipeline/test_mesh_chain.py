@@ -142,3 +142,40 @@ def test_the_swapped_face_keeps_the_targets_landmarks(chain_and_faces):
     error = float((after - before).norm(dim=1).mean()) / inter_ocular
     print(f"landmarks moved {error:.1%} of the inter-ocular distance")
     assert error < 0.05
+
+
+def rotated(name: str, degrees: float) -> np.ndarray:
+    """The photo turned in the image plane (a tilted head), as a 640x480 I420 frame."""
+    rgb = torch.from_numpy(av.VideoFrame.from_ndarray(face_rgb(name), format="rgb24").reformat(640, 480).to_ndarray(format="rgb24"))
+    image = rgb.permute(2, 0, 1)[None].float()
+    angle = torch.tensor(float(np.radians(degrees)))
+    theta = torch.tensor([[[torch.cos(angle), -torch.sin(angle), 0.0], [torch.sin(angle), torch.cos(angle), 0.0]]])
+    grid = torch.nn.functional.affine_grid(theta, list(image.shape), align_corners=False)
+    turned = torch.nn.functional.grid_sample(image, grid, align_corners=False, padding_mode="border")
+    out = turned[0].permute(1, 2, 0).round().clamp(0, 255).to(torch.uint8).numpy()
+    return av.VideoFrame.from_ndarray(np.ascontiguousarray(out), format="rgb24").reformat(format="yuv420p").to_ndarray()
+
+
+@pytest.mark.parametrize("degrees", [-25, 25])
+def test_tilted_faces_are_swapped(chain_and_faces, degrees):
+    chain, _, face_id = chain_and_faces
+    frame = rotated("obama3.jpg", degrees)
+    outputs = [chain.run([ChainItem(f"tilt{degrees}", frame, {"face_id": face_id})])[0] for _ in range(3)]
+    assert all(out is not None for out in outputs), "a tilted face is found and swapped in every frame"
+    changed = (outputs[-1] != frame)[:480]
+    changed[:60, 560:] = False  # the badge
+    assert 0.01 < changed.mean() < 0.5
+
+
+def test_a_hand_over_the_face_keeps_or_fades_the_swap(chain_and_faces):
+    """Part of the face covered: the swap goes on, or is held and faded — never a crash or a broken frame."""
+    chain, _, face_id = chain_and_faces
+    clear = i420("obama3.jpg")
+    covered = clear.copy()
+    covered[240:420, 120:330] = 150  # a flat, skin-toned patch over the lower face (luma only)
+    assert chain.run([ChainItem("hand", clear, {"face_id": face_id})])[0] is not None
+    outputs = [chain.run([ChainItem("hand", covered, {"face_id": face_id})])[0] for _ in range(6)]
+    for out in outputs:
+        if out is not None:
+            assert out.shape == covered.shape and ((out != covered)[:480].mean() < 0.5)
+    assert outputs[0] is not None, "the first covered frame still shows the swap (swapped or held)"

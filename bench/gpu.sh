@@ -18,8 +18,11 @@ PY
 # Every GPU test, with the reasons of any skip shown: none may skip here.
 "$PYTHON" -m pytest -m gpu -rs -q -p no:cacheprovider tests
 
-# The face chain's stages on the GPU, fp32 and fp16 (more join as the chain lands).
+# The face chain's stages on the GPU, fp32 and fp16.
 for half in "" "--half"; do
   "$PYTHON" bench/detect.py --device cuda $half --batches 1 4 8 32
   "$PYTHON" bench/landmarks.py --device cuda $half --batches 1 8 32
 done
+# the whole face chain per stage (fp16 models on CUDA), and the streaming path with it
+"$PYTHON" bench/face_chain.py --device cuda --batches 1 4 8 16
+"$PYTHON" bench/streaming.py --device cuda --modes passthrough mesh --sessions 1 4 8 --window 5

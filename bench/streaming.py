@@ -77,6 +77,7 @@ class BenchSettings:
     max_wait_ms: float
     face: str
     log_dir: Path | None
+    device: str = "cpu"
 
 
 def parse_args(argv: Sequence[str] | None) -> BenchSettings:
@@ -94,6 +95,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     parser.add_argument("--max-wait-ms", type=float, default=4.0, help="facefuse --max-wait-ms (default 4)")
     parser.add_argument("--face", default="obama.jpg", help=f"photo from {FACES_DIR} to stream (default obama.jpg)")
     parser.add_argument("--log-dir", type=Path, default=None, help="where the servers' logs go (default: a new temporary folder)")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="the server's --device (default cpu)")
     parser.add_argument("--quick", action="store_true", help="a short check that everything works: N in 1 2, 4 s window")
     args = parser.parse_args(argv)
     try:
@@ -117,6 +119,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         max_wait_ms=args.max_wait_ms,
         face=args.face,
         log_dir=args.log_dir,
+        device=args.device,
     )
 
 
@@ -129,7 +132,7 @@ def server_argv(mode: str, port: int, settings: BenchSettings) -> list[str]:
                 "--batch-ms", f"{settings.batch_ms:g}", "--frame-ms", f"{settings.frame_ms:g}"]  # fmt: skip
     chain = mode if mode in ("passthrough", "mesh") else f"fixed-cost:{settings.batch_ms:g}:{settings.frame_ms:g}"
     return [sys.executable, "-m", "signaling.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--ice-host", "127.0.0.1", "--chain", chain, "--device", "cpu",
+            "--ice-host", "127.0.0.1", "--chain", chain, "--device", settings.device,
             "--max-batch", str(settings.max_batch), "--max-wait-ms", f"{settings.max_wait_ms:g}"]  # fmt: skip
 
 

@@ -22,6 +22,8 @@ class PipelineSettings:
     max_in_flight: int = 1
     # Mark swapped output with a small "AI" badge (deep-fake disclosure); an operator may turn it off.
     badge: bool = True
+    # The mesh swap keeps the target's own eyes and mouth interior where they are open.
+    keep_eyes_mouth: bool = True
     # torch's CPU threads; None: all cores but one, which the codecs and the network need
     # (on this 2-core machine one thread gave 20 fps / 67 ms against 15 fps / 82 ms with two).
     cpu_threads: int | None = None

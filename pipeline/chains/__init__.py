@@ -25,7 +25,13 @@ class UnknownChain(ValueError):
 
 
 def create_chain(
-    spec: str, device: torch.device, faces: FaceLibrary | None = None, *, badge: bool = True, models_dir: Path | None = None
+    spec: str,
+    device: torch.device,
+    faces: FaceLibrary | None = None,
+    *,
+    badge: bool = True,
+    keep_eyes_mouth: bool = True,
+    models_dir: Path | None = None,
 ) -> Chain:
     name, _, args = spec.partition(":")
     if name in ("mesh", "inswapper") and not args:
@@ -39,7 +45,10 @@ def create_chain(
                 raise UnknownChain("chain 'inswapper' needs a models directory (--models-dir) with your model files")
             learned = LearnedSwapper(models_dir, device)
         half = device.type == "cuda"  # fp16 models on a GPU
-        return FaceSwapChain(device, faces if faces is not None else FaceLibrary(), badge=badge, learned=learned, half=half)
+        return FaceSwapChain(
+            device, faces if faces is not None else FaceLibrary(), badge=badge, keep_eyes_mouth=keep_eyes_mouth,
+            learned=learned, half=half,
+        )
     if name == "passthrough" and not args:
         return PassthroughChain()
     if name == "invert" and not args:

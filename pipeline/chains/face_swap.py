@@ -34,6 +34,7 @@ from pipeline.identity import IdentityEmbedder
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
 from pipeline.swap.five_points import five_points
 from pipeline.swap.learned_swapper import LearnedSwapper
+from pipeline.swap.pose_gate import pose_weight
 from pipeline.stage_timer import StageTimer
 from pipeline.tracking import Observation, Track, Tracker, stack_crops
 
@@ -165,17 +166,23 @@ class FaceSwapChain:
             rgb = i420_to_rgb(i420)
             frames_u8 = (rgb * 255).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
         tracks = self._track(items, frames_u8)
-        targets, frame_index, face_sources, fades = [], [], [], torch.ones(len(items), device=self.device)
+        targets, frame_index, face_sources, visibility = [], [], [], []
         for frame, frame_tracks in enumerate(tracks):
             for track in self._chosen(items[frame], frame_tracks, frames_u8, frame):
                 targets.append(track.smoothed[:, :2])
                 frame_index.append(frame)
                 face_sources.append(sources[frame].to(self.device))
-                # a face the mesh lost is held where it was last seen, fading out
-                fades[frame] = min(float(fades[frame]), track.visibility)
+                visibility.append(track.visibility)  # a face the mesh lost is held, fading out
         if not targets:
             return [None] * len(items)  # no face in any frame: passed through, not charged
         points = torch.stack(targets)
+        # each face's weight: its visibility, and its pose (turned beyond ~45 degrees: fading out);
+        # faces of one frame share the frame's smallest weight
+        weights = pose_weight(points).cpu() * torch.tensor(visibility)
+        fades = torch.ones(len(items))
+        for frame, weight in zip(frame_index, weights.tolist()):
+            fades[frame] = min(float(fades[frame]), weight)
+        fades = fades.to(self.device)
         if self.shape_transfer:
             source_points = torch.stack([source.points for source in face_sources]).to(points)
             points = points + self.shape_transfer * (_similar_onto(source_points, points) - points)
@@ -197,7 +204,7 @@ class FaceSwapChain:
             merged = _merge_i420(i420, rgb_to_i420(out_rgb), support)
         with timer.stage("download"):
             merged = self.transfer.download(merged)
-        swapped_frames = set(frame_index)
+        swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
 
     def _track(self, items: list[ChainItem], frames_u8: torch.Tensor) -> list[tuple[Track, ...]]:

@@ -12,10 +12,7 @@ Not a test: it asserts nothing and the numbers depend on the machine's load.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -25,23 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support import face_rgb
+from timing import median_ms  # bench/, next to this script
 
 from pipeline.detect import FaceDetector
 
 
-def median_ms(fn: Callable[[], object], device: torch.device, reps: int) -> float:
-    for _ in range(max(3, reps // 10)):
-        fn()
-    times = []
-    for _ in range(reps):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def main() -> None:

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from support import face_rgb
+from timing import median_ms  # bench/, next to this script
 
 from pipeline.detect import FaceDetector
 from pipeline.identity import IdentityEmbedder, align_faces
@@ -34,20 +32,6 @@ PHOTOS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg")
 SIDE = 600
 
 
-def median_ms(run: Callable[[], object], device: torch.device, repeats: int) -> float:
-    def synced() -> None:
-        run()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    for _ in range(3):
-        synced()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        synced()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 def face_frames(detector: FaceDetector) -> tuple[np.ndarray, torch.Tensor]:

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from support import face_rgb
+from timing import median_ms  # bench/, next to this script
 
 from pipeline.landmarks import FaceMesher, crop_faces
 
@@ -36,20 +34,6 @@ FACE_BOXES = {  # the same boxes as tests/pipeline/test_landmarks.py
 }
 
 
-def median_ms(run: Callable[[], object], device: torch.device, repeats: int) -> float:
-    def synced() -> None:
-        run()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    for _ in range(3):
-        synced()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        synced()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 def main() -> None:

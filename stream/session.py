@@ -45,13 +45,12 @@ class Session:
         options: Mapping[str, object] | None = None,
         account_id: str | None = None,
         faces: FaceLibrary | None = None,
-        meter: SessionMeter | None = None,
         on_closed: Callable[[Session], Awaitable[None] | None] | None = None,
     ) -> None:
         self.id = session_id
         self.account_id = account_id
         self._faces = faces if faces is not None else FaceLibrary()
-        self.meter = meter
+        self.meter: SessionMeter | None = None  # set by the manager before negotiation, when metered
         self.face_id = face_id
         self.options = dict(options or {})
         self.state = "new"  # new -> connecting -> live -> closed

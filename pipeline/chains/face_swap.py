@@ -47,15 +47,13 @@ REFERENCE_THRESHOLD = 0.5
 class FaceSwapChain:
     def __init__(
         self, device: torch.device, faces: FaceLibrary, *, badge: bool = True, keep_eyes_mouth: bool = True,
-        shape_transfer: float = 0.0, learned: LearnedSwapper | None = None, half: bool = False,
+        learned: LearnedSwapper | None = None, half: bool = False,
     ) -> None:
         self.name = "inswapper" if learned is not None else "mesh"
         self.learned = learned
         self.device = device
         self.faces = faces
         self.badge = badge
-        # How far the target's face shape moves toward the source's (0: the target's own geometry).
-        self.shape_transfer = shape_transfer
         # fp16 for the detector and the mesh on a GPU (their own tests check it gives no NaN);
         # the warp's solve stays in float64 and blending in float32.
         self.detector = FaceDetector(device, half=half)
@@ -134,16 +132,18 @@ class FaceSwapChain:
     def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:
         results: list[ChainResult] = [None] * len(batch)
         by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        sources: dict[int, SourceFace] = {}  # looked up once: a face deleted meanwhile cannot half-apply
         for index, item in enumerate(batch):
             source = self._source(item)
             if isinstance(source, BaseException):
                 results[index] = source
             elif source is not None:
+                sources[index] = source
                 by_shape[item.image.shape].append(index)
         with self._lock, torch.inference_mode():
             self.timer.start_batch()
             for indices in by_shape.values():
-                swapped = self._swap_group([batch[i] for i in indices], [self._source(batch[i]) for i in indices])
+                swapped = self._swap_group([batch[i] for i in indices], [sources[i] for i in indices])
                 for index, output in zip(indices, swapped):
                     results[index] = output
         return results
@@ -183,9 +183,6 @@ class FaceSwapChain:
         for frame, weight in zip(frame_index, weights.tolist()):
             fades[frame] = min(float(fades[frame]), weight)
         fades = fades.to(self.device)
-        if self.shape_transfer:
-            source_points = torch.stack([source.points for source in face_sources]).to(points)
-            points = points + self.shape_transfer * (_similar_onto(source_points, points) - points)
         index = torch.tensor(frame_index, device=self.device)
         with timer.stage("swap"):
             if self.learned is not None:  # inswapper on aligned crops, pasted back
@@ -235,19 +232,6 @@ class FaceSwapChain:
             )
         with self.timer.stage("track"):
             return self.tracker.update(observations)
-
-
-def _similar_onto(points: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Each face's `points` [N, K, 2] moved by the least-squares similarity that best lays them
-    on `targets` [N, K, 2] (same pose and size, their own shape); closed form, batched."""
-    p_mean, q_mean = points.mean(dim=1, keepdim=True), targets.mean(dim=1, keepdim=True)
-    p, q = points - p_mean, targets - q_mean
-    spread = p.square().sum(dim=(1, 2)).clamp_min(1e-12)
-    a = (p * q).sum(dim=(1, 2)) / spread  # scale * cos(angle)
-    b = (p[..., 0] * q[..., 1] - p[..., 1] * q[..., 0]).sum(dim=1) / spread  # scale * sin(angle)
-    x = a[:, None] * p[..., 0] - b[:, None] * p[..., 1]
-    y = b[:, None] * p[..., 0] + a[:, None] * p[..., 1]
-    return torch.stack((x, y), dim=-1) + q_mean
 
 
 def _merge_i420(original: torch.Tensor, swapped: torch.Tensor, support: torch.Tensor) -> torch.Tensor:

@@ -35,13 +35,23 @@ class Chain(Protocol):
     def warm_up(self) -> None:
         """Run once before sessions are accepted (loads weights, compiles kernels)."""
 
-    def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:
-        """Process a batch; returns one result per item, in order.
+    def stage(self, batch: Sequence[ChainItem]) -> object:
+        """Starts a batch on its way to the device; returns what `run_staged` needs.
+
+        The runner calls this on its staging thread while the previous batch computes, so
+        the upload of batch k+1 overlaps the compute of batch k. It must not use the models.
+        """
+
+    def run_staged(self, staged: object) -> list[ChainResult]:
+        """Processes a staged batch; returns one result per item, in order.
 
         Returning an item's own `image` object unchanged means "not modified":
         the caller then reuses the decoded frame without converting it back.
         Raising fails the whole batch (each frame passes through unprocessed).
         """
+
+    def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:
+        """`stage` then `run_staged`, for callers outside the runner."""
 
     def forget_session(self, session_id: str) -> None:
         """Drop any per-session state (tracking, cached faces) when a session ends."""
@@ -50,3 +60,13 @@ class Chain(Protocol):
         """What the chain needs of an uploaded face photo, computed once; None: no face in it.
 
         Chains that use no source face return the image's size (anything not None)."""
+
+
+class UnstagedChain:
+    """For chains with nothing to move ahead of time: staging keeps the batch as it is."""
+
+    def stage(self, batch: Sequence[ChainItem]) -> object:
+        return list(batch)
+
+    def run_staged(self, staged: object) -> list[ChainResult]:
+        return self.run(staged)  # type: ignore[attr-defined, arg-type]

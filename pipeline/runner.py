@@ -1,10 +1,16 @@
-"""The batch runner: one worker thread per device that executes the policy's decisions.
+"""The batch runner: two worker threads per device that execute the policy's decisions.
 
 Each session has one slot holding its newest unclaimed frame (a newer frame
-replaces it: latest frame wins, so nothing queues up behind a slow chain). The
-worker asks the policy for a batch, runs the chain on it off the event loop, and
-hands every result to the session's `deliver` callback (called on the worker
-thread; the caller moves it to its own loop).
+replaces it: latest frame wins, so nothing queues up behind a slow chain).
+
+The staging thread asks the policy for a batch and stages it (frames to I420 arrays,
+then `chain.stage`, which starts the upload to the device); the compute thread runs
+the staged batch and hands every result to the session's `deliver` callback (called
+on the compute thread; the caller moves it to its own loop).
+
+Batch k+1 is staged while batch k computes, timed to be ready just as batch k ends
+(from running estimates of both times): staging earlier would commit older frames
+and split the sessions that arrive meanwhile into smaller batches.
 """
 
 from __future__ import annotations
@@ -52,6 +58,18 @@ class _Job:
     arrived: float
 
 
+@dataclass
+class _StagedWork:
+    """A batch the staging thread prepared, and sessions to forget once it has run."""
+
+    jobs: list[_Job]
+    items: list[ChainItem]
+    failures: dict[int, str]  # job index -> why its frame could not be staged
+    staged: object  # what chain.stage returned, or the exception it raised
+    staged_at: float
+    forget: list[str]
+
+
 class BatchRunner:
     def __init__(self, chain: Chain, settings: PipelineSettings, clock: Callable[[], float] = time.monotonic) -> None:
         self.chain = chain
@@ -66,29 +84,39 @@ class BatchRunner:
         self._ports: dict[str, _Port] = {}
         self._slots: dict[str, _Job] = {}
         self._forget: list[str] = []
+        self._handoff: _StagedWork | None = None  # the staged batch waiting for the compute thread
+        self._computing_since: float | None = None  # when the batch now computing started
+        self._compute_s = _Estimate()  # seconds a batch computes
+        self._stage_s = _Estimate()  # seconds a batch takes to stage
         self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._stats = _RunnerStats()
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
         self.chain.warm_up()
-        self._thread = threading.Thread(target=self._work, name=f"facefuse-runner-{self.chain.name}", daemon=True)
-        self._thread.start()
+        name = self.chain.name
+        self._threads = [
+            threading.Thread(target=self._stage_loop, name=f"facefuse-stage-{name}", daemon=True),
+            threading.Thread(target=self._compute_loop, name=f"facefuse-compute-{name}", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                logger.error("runner thread did not stop within %.0f s", timeout)
-            self._thread = None
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                logger.error("runner thread %s did not stop within %.0f s", thread.name, timeout)
+        self._threads = []
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return any(thread.is_alive() for thread in self._threads)
 
     # -- sessions (any thread) -----------------------------------------------------
     def add_session(
@@ -114,17 +142,17 @@ class BatchRunner:
             self._slots.pop(session_id, None)
             self._policy.remove_session(session_id)
             self._forget.append(session_id)
-            self._cond.notify()
+            self._cond.notify_all()
 
     def set_fps_cap(self, session_id: str, fps_cap: float | None) -> None:
         with self._cond:
             self._policy.set_fps_cap(session_id, fps_cap)
-            self._cond.notify()
+            self._cond.notify_all()
 
     def set_priority(self, session_id: str, priority: int) -> None:
         with self._cond:
             self._policy.set_priority(session_id, priority)
-            self._cond.notify()
+            self._cond.notify_all()
 
     def set_options(self, session_id: str, options: Mapping[str, object]) -> None:
         with self._cond:
@@ -138,31 +166,84 @@ class BatchRunner:
             replaced = self._slots.get(session_id)
             self._slots[session_id] = _Job(session_id, frame, arrived)
             self._policy.frame_pending(session_id, self._clock())
-            self._cond.notify()
+            self._cond.notify_all()
         return replaced.frame if replaced is not None else None
 
     def stats(self) -> dict[str, object]:
         with self._cond:
             return self._stats.snapshot(sessions=len(self._ports))
 
-    # -- the worker --------------------------------------------------------------
-    def _work(self) -> None:
+    # -- the workers ---------------------------------------------------------------
+    def _stage_loop(self) -> None:
         while True:
             with self._cond:
                 while True:
                     if self._stopping:
                         return
-                    decision = self._policy.decide(self._clock())
+                    if self._handoff is not None:
+                        self._cond.wait()
+                        continue
+                    now = self._clock()
+                    hold = self._hold_s(now)
+                    if hold > 0:  # the batch computing now has a while to go: let frames gather
+                        self._cond.wait(hold)
+                        continue
+                    decision = self._policy.decide(now)
                     if decision.batch or self._forget:
                         break
                     self._cond.wait(decision.wake_in)
                 jobs = [self._slots.pop(session_id) for session_id in decision.batch]
                 options = {job.session_id: self._ports[job.session_id].options for job in jobs}
+                # Forgotten after this batch has run: no batch with the session can follow it.
                 forget, self._forget = self._forget, []
-            for session_id in forget:
+            started = self._clock()
+            work = self._stage(jobs, options, forget)
+            with self._cond:
+                if jobs:
+                    self._stage_s.add(work.staged_at - started)
+                self._handoff = work
+                self._cond.notify_all()
+
+    def _hold_s(self, now: float) -> float:
+        """How long to wait before staging, so the next batch is ready just as the current one ends."""
+        if self._computing_since is None or self._compute_s.value is None:
+            return 0.0
+        lead = 2 * (self._stage_s.value or 0.0) + 0.001  # margin: staging times vary
+        return self._computing_since + self._compute_s.value - lead - now
+
+    def _stage(self, jobs: list[_Job], options: Mapping[str, Mapping[str, object]], forget: list[str]) -> _StagedWork:
+        items: list[ChainItem] = []
+        failures: dict[int, str] = {}
+        for index, job in enumerate(jobs):
+            try:
+                items.append(ChainItem(job.session_id, frame_to_image(job.frame), options[job.session_id]))
+            except Exception as exc:
+                failures[index] = f"decode to I420 failed: {exc}"
+        staged: object = None
+        if items:
+            try:
+                staged = self.chain.stage(items)
+            except Exception as exc:
+                staged = exc
+        return _StagedWork(jobs, items, failures, staged, self._clock(), forget)
+
+    def _compute_loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._handoff is None:
+                    if self._stopping:
+                        return
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                work, self._handoff = self._handoff, None
+                if work.jobs:
+                    self._computing_since = self._clock()
+                self._cond.notify_all()  # the staging thread may plan the next batch now
+            if work.jobs:
+                self._run_batch(work)
+            for session_id in work.forget:
                 self._forget_session(session_id)
-            if jobs:
-                self._run_batch(jobs, options)
 
     def _forget_session(self, session_id: str) -> None:
         try:
@@ -170,16 +251,18 @@ class BatchRunner:
         except Exception:
             logger.exception("chain failed to forget session %s", session_id)
 
-    def _run_batch(self, jobs: list[_Job], options: Mapping[str, Mapping[str, object]]) -> None:
+    def _run_batch(self, work: _StagedWork) -> None:
         started = self._clock()
-        results = self._process(jobs, options)
+        results = self._process(work)
         finished = self._clock()
         with self._cond:
-            self._stats.record_batch(jobs, started, finished, results)
-            ports = [self._ports.get(job.session_id) for job in jobs]
-            for job in jobs:
+            self._computing_since = None
+            self._compute_s.add(finished - started)
+            self._stats.record_batch(work.jobs, work.staged_at, started, finished, results)
+            ports = [self._ports.get(job.session_id) for job in work.jobs]
+            for job in work.jobs:
                 self._policy.frame_done(job.session_id)
-            self._cond.notify()
+            self._cond.notify_all()
         for port, result in zip(ports, results):
             if port is None:
                 continue  # the session ended while its frame was processed
@@ -188,19 +271,15 @@ class BatchRunner:
             except Exception:
                 logger.exception("delivering a frame to session %s failed", result.session_id)
 
-    def _process(self, jobs: list[_Job], options: Mapping[str, Mapping[str, object]]) -> list[FrameResult]:
+    def _process(self, work: _StagedWork) -> list[FrameResult]:
         """Runs the chain; any failure affects only the frames it touched."""
-        items: list[ChainItem] = []
-        failures: dict[int, str] = {}
-        for index, job in enumerate(jobs):
-            try:
-                items.append(ChainItem(job.session_id, frame_to_image(job.frame), options[job.session_id]))
-            except Exception as exc:
-                failures[index] = f"decode to I420 failed: {exc}"
+        items = work.items
         outputs: list[ChainResult] = []
         if items:
             try:
-                outputs = self.chain.run(items)
+                if isinstance(work.staged, BaseException):
+                    raise work.staged
+                outputs = self.chain.run_staged(work.staged)
                 if len(outputs) != len(items):
                     raise RuntimeError(f"chain returned {len(outputs)} results for {len(items)} frames")
             except Exception as exc:
@@ -208,9 +287,9 @@ class BatchRunner:
                 outputs = [exc] * len(items)
         by_job = iter(zip(items, outputs))
         results: list[FrameResult] = []
-        for index, job in enumerate(jobs):
-            if index in failures:
-                results.append(FrameResult(job.session_id, job.frame, job.arrived, False, failures[index]))
+        for index, job in enumerate(work.jobs):
+            if index in work.failures:
+                results.append(FrameResult(job.session_id, job.frame, job.arrived, False, work.failures[index]))
                 continue
             item, output = next(by_job)
             results.append(self._result(job, item, output))
@@ -230,8 +309,20 @@ class BatchRunner:
             return FrameResult(job.session_id, job.frame, job.arrived, False, str(exc))
 
 
+class _Estimate:
+    """A running mean that follows recent values (exponentially weighted)."""
+
+    def __init__(self, weight: float = 0.2) -> None:
+        self.weight = weight
+        self.value: float | None = None
+
+    def add(self, sample: float) -> None:
+        self.value = sample if self.value is None else self.value + self.weight * (sample - self.value)
+
+
 class _RunnerStats:
-    """Batch sizes, queue wait (arrival -> batch start) and chain time; guarded by the runner's lock."""
+    """Batch sizes, queue wait (arrival -> compute start), staged wait (staged -> compute start) and
+    chain time; guarded by the runner's lock."""
 
     def __init__(self) -> None:
         self.batches = 0
@@ -239,13 +330,17 @@ class _RunnerStats:
         self.failed_frames = 0
         self.batch_sizes: Counter[int] = Counter()
         self.queue_wait_ms = RollingWindow(seconds=10)
+        self.staged_wait_ms = RollingWindow(seconds=10)
         self.chain_ms = RollingWindow(seconds=10)
 
-    def record_batch(self, jobs: list[_Job], started: float, finished: float, results: list[FrameResult]) -> None:
+    def record_batch(
+        self, jobs: list[_Job], staged_at: float, started: float, finished: float, results: list[FrameResult]
+    ) -> None:
         self.batches += 1
         self.frames += len(jobs)
         self.failed_frames += sum(not result.processed for result in results)
         self.batch_sizes[len(jobs)] += 1
+        self.staged_wait_ms.add((started - staged_at) * 1000)
         self.chain_ms.add((finished - started) * 1000)
         for job in jobs:
             self.queue_wait_ms.add((started - job.arrived) * 1000)
@@ -258,5 +353,6 @@ class _RunnerStats:
             "failed_frames": self.failed_frames,
             "batch_sizes": {str(size): count for size, count in sorted(self.batch_sizes.items())},
             "queue_wait_ms": {"p50": self.queue_wait_ms.percentile(50), "p99": self.queue_wait_ms.percentile(99)},
+            "staged_wait_ms": {"p50": self.staged_wait_ms.percentile(50), "p99": self.staged_wait_ms.percentile(99)},
             "chain_ms": {"p50": self.chain_ms.percentile(50), "p99": self.chain_ms.percentile(99)},
         }

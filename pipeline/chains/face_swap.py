@@ -5,9 +5,10 @@ learned swapper users bring (pipeline/swap/learned_swapper.py) in the same batch
 
 Faces are tracked per session (pipeline/tracking): the detector runs only when a face
 is new or lost, or periodically; landmarks are smoothed; a face lost for a few frames is
-held and faded out. Frames arrive as I420 arrays; each group of same-sized frames goes to the device in
-one copy (pinned staging buffers reused, on an upload stream, see device_transfer.py), is converted to RGB there, and comes back as
-I420 in one copy. Only pixels the swap touched (the dilated face masks and the
+held and faded out. Frames arrive as I420 arrays; each group of same-sized frames goes to
+the device in one copy (`stage`, on the runner's staging thread while the previous batch
+computes: pinned staging buffers reused, on an upload stream, see device_transfer.py), is
+converted to RGB there, and comes back as I420 in one copy. Only pixels the swap touched (the dilated face masks and the
 disclosure badge) are written back: everything else stays bit-exact.
 """
 
@@ -27,7 +28,7 @@ from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
 from pipeline.color import i420_to_rgb, rgb_to_i420
 from pipeline.detect import FaceDetector
-from pipeline.device_transfer import DeviceTransfer
+from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
 from pipeline.identity import IdentityEmbedder
@@ -42,6 +43,14 @@ from pipeline.tracking import Observation, Track, Tracker, stack_crops
 # SFace cosine from which a face counts as the reference person (models.md: the same person
 # scored 0.72-0.80 on these photos, different people <= 0.30).
 REFERENCE_THRESHOLD = 0.5
+
+
+@dataclasses.dataclass
+class _StagedBatch:
+    batch: list[ChainItem]
+    results: list[ChainResult]  # filled in ahead for frames with no face chosen or a face gone
+    sources: dict[int, SourceFace] = dataclasses.field(default_factory=dict)
+    groups: list[tuple[list[int], Upload]] = dataclasses.field(default_factory=list)  # same-sized frames
 
 
 class FaceSwapChain:
@@ -66,19 +75,23 @@ class FaceSwapChain:
         self.timer = StageTimer()
         self.transfer = DeviceTransfer(device)
         self._embedder: IdentityEmbedder | None = None  # loaded when a session first swaps only a reference face
-        # The models hold no state, but one caller at a time: the runner's batches and uploads' analyses.
-        self._lock = threading.Lock()
+        # Batches run one at a time (the tracker follows each session frame by frame). An upload's
+        # analysis runs beside them, on the same models (they keep no state between calls), so a
+        # new face never waits for the batch in progress; analyses run one at a time.
+        self._batch_lock = threading.Lock()
+        self._analysis_lock = threading.Lock()
+        self._embedder_lock = threading.Lock()
 
     def warm_up(self) -> None:
         frame = np.zeros((480 * 3 // 2, 640), np.uint8)
         frame[:480] = 128
         self.run([ChainItem("warm-up", frame)])
-        with self._lock:
+        with self._batch_lock, torch.inference_mode():
             self.mesher.landmarks(torch.zeros(1, 3, 192, 192, device=self.device))
 
     def analyse_face(self, image_rgb: np.ndarray) -> SourceFace | None:
         """The source face (crop and mesh) and its identity, so it can also serve as a reference."""
-        with self._lock, torch.inference_mode():
+        with self._analysis_lock, torch.inference_mode():
             source = analyse_source(image_rgb, self.detector, self.mesher)
             if source is None:
                 return None
@@ -92,8 +105,9 @@ class FaceSwapChain:
 
     def _identity(self, frames_u8: torch.Tensor, points: torch.Tensor, frame_index: torch.Tensor) -> torch.Tensor:
         """SFace embeddings [N, 128] of faces given by their mesh points (frame pixels)."""
-        if self._embedder is None:
-            self._embedder = IdentityEmbedder(self.device)
+        with self._embedder_lock:  # loaded once, by whichever thread needs it first
+            if self._embedder is None:
+                self._embedder = IdentityEmbedder(self.device)
         return self._embedder.embed(frames_u8, five_points(points), frame_index)
 
     def _reference_identity(self, face_id: str) -> torch.Tensor | None:
@@ -126,27 +140,39 @@ class FaceSwapChain:
         return list(frame_tracks)
 
     def forget_session(self, session_id: str) -> None:
-        with self._lock:
+        with self._batch_lock:
             self.tracker.forget(session_id)
 
-    def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:
-        results: list[ChainResult] = [None] * len(batch)
+    def stage(self, batch: Sequence[ChainItem]) -> _StagedBatch:
+        """Looks each frame's source face up once (a face deleted meanwhile cannot half-apply) and
+        starts uploading each group of same-sized frames that has one. Uses no model."""
+        self.timer.start_batch()
+        staged = _StagedBatch(list(batch), [None] * len(batch))
         by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        sources: dict[int, SourceFace] = {}  # looked up once: a face deleted meanwhile cannot half-apply
         for index, item in enumerate(batch):
             source = self._source(item)
             if isinstance(source, BaseException):
-                results[index] = source
+                staged.results[index] = source
             elif source is not None:
-                sources[index] = source
+                staged.sources[index] = source
                 by_shape[item.image.shape].append(index)
-        with self._lock, torch.inference_mode():
-            self.timer.start_batch()
+        with self.timer.stage("upload"):
             for indices in by_shape.values():
-                swapped = self._swap_group([batch[i] for i in indices], [sources[i] for i in indices])
+                staged.groups.append((indices, self.transfer.upload([batch[i].image for i in indices])))
+        return staged
+
+    def run_staged(self, staged: _StagedBatch) -> list[ChainResult]:
+        results = list(staged.results)
+        with self._batch_lock, torch.inference_mode():
+            for indices, frames in staged.groups:
+                items = [staged.batch[i] for i in indices]
+                swapped = self._swap_group(items, [staged.sources[i] for i in indices], frames)
                 for index, output in zip(indices, swapped):
                     results[index] = output
         return results
+
+    def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:
+        return self.run_staged(self.stage(batch))
 
     def _source(self, item: ChainItem) -> SourceFace | BaseException | None:
         face_id = item.options.get("face_id")
@@ -158,10 +184,9 @@ class FaceSwapChain:
             return exc
         return analysis if isinstance(analysis, SourceFace) else None
 
-    def _swap_group(self, items: list[ChainItem], sources: list[SourceFace]) -> list[np.ndarray | None]:
+    def _swap_group(self, items: list[ChainItem], sources: list[SourceFace], frames: Upload) -> list[np.ndarray | None]:
         timer = self.timer
-        with timer.stage("upload"):
-            i420 = self.transfer.upload([item.image for item in items])
+        i420 = frames.ready()
         with timer.stage("convert"):
             rgb = i420_to_rgb(i420)
             frames_u8 = (rgb * 255).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.chain import ChainItem, ChainResult
+from pipeline.chain import ChainItem, ChainResult, UnstagedChain
 
 
-class FixedCostChain:
+class FixedCostChain(UnstagedChain):
     name = "fixed-cost"
 
     def __init__(self, batch_ms: float, frame_ms: float) -> None:

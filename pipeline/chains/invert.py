@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from pipeline.chain import ChainItem, ChainResult
+from pipeline.chain import ChainItem, ChainResult, UnstagedChain
 
 
-class InvertChain:
+class InvertChain(UnstagedChain):
     name = "invert"
 
     def __init__(self, device: torch.device) -> None:

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.chain import ChainItem, ChainResult
+from pipeline.chain import ChainItem, ChainResult, UnstagedChain
 
 
-class PassthroughChain:
+class PassthroughChain(UnstagedChain):
     name = "passthrough"
 
     def warm_up(self) -> None:

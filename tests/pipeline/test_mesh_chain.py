@@ -1,5 +1,7 @@
 """The `mesh` chain end to end on I420 frames: swaps where a source face is set, bit-exact elsewhere."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import av
 import numpy as np
 import pytest
@@ -179,3 +181,10 @@ def test_a_hand_over_the_face_keeps_or_fades_the_swap(chain_and_faces):
         if out is not None:
             assert out.shape == covered.shape and ((out != covered)[:480].mean() < 0.5)
     assert outputs[0] is not None, "the first covered frame still shows the swap (swapped or held)"
+
+
+def test_an_upload_is_analysed_while_a_batch_runs(chain_and_faces):
+    chain, _, _ = chain_and_faces
+    with chain._batch_lock, ThreadPoolExecutor(1) as pool:  # as while a batch is in progress
+        analysis = pool.submit(chain.analyse_face, face_rgb("obama.jpg")).result(timeout=60)
+    assert analysis is not None and analysis.identity is not None

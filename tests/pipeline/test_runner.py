@@ -8,7 +8,7 @@ import av
 import numpy as np
 import pytest
 
-from pipeline.chain import ChainItem
+from pipeline.chain import ChainItem, UnstagedChain
 from pipeline.chains import UnknownChain, create_chain
 from pipeline.runner import BatchRunner, FrameResult
 from pipeline.settings import PipelineSettings
@@ -24,24 +24,40 @@ def make_frame(value: int, pts: int = 0, width: int = 64, height: int = 48) -> a
     return frame
 
 
-class RecordingChain:
-    """Adds 1 to every pixel, remembers batch sizes; can be told to fail."""
+class RecordingChain(UnstagedChain):
+    """Adds 1 to every pixel, remembers batches and when they were staged and run; can be told to fail."""
 
     name = "recording"
 
-    def __init__(self, fail_batch: bool = False, fail_session: str | None = None, delay: float = 0.0) -> None:
+    def __init__(
+        self, fail_batch: bool = False, fail_session: str | None = None, delay: float = 0.0, fail_stage: bool = False
+    ) -> None:
         self.batches: list[list[str]] = []
+        self.staged_at: dict[str, float] = {}  # session -> when its latest frame was staged
+        self.ran: dict[str, tuple[float, float]] = {}  # session -> (start, end) of its latest batch
         self.forgotten: list[str] = []
+        self.forgotten_at: dict[str, float] = {}
         self.fail_batch = fail_batch
         self.fail_session = fail_session
+        self.fail_stage = fail_stage
         self.delay = delay
 
     def warm_up(self) -> None:
         pass
 
+    def stage(self, batch: list[ChainItem]):
+        if self.fail_stage:
+            raise RuntimeError("upload failed")
+        for item in batch:
+            self.staged_at[item.session_id] = time.monotonic()
+        return super().stage(batch)
+
     def run(self, batch: list[ChainItem]):
+        start = time.monotonic()
         self.batches.append([item.session_id for item in batch])
         time.sleep(self.delay)
+        for item in batch:
+            self.ran[item.session_id] = (start, time.monotonic())
         if self.fail_batch:
             raise RuntimeError("model exploded")
         return [
@@ -51,6 +67,7 @@ class RecordingChain:
 
     def forget_session(self, session_id: str) -> None:
         self.forgotten.append(session_id)
+        self.forgotten_at[session_id] = time.monotonic()
 
 
 class Inbox:
@@ -111,6 +128,59 @@ def test_failed_batch_passes_frames_through(runner_factory):
     assert runner.stats()["failed_frames"] == 1
 
 
+def test_a_failed_stage_passes_the_batch_through(runner_factory):
+    runner = runner_factory(RecordingChain(fail_stage=True))
+    inbox = Inbox()
+    runner.add_session("a", inbox)
+    frame = make_frame(10)
+    runner.submit("a", frame, arrived=time.monotonic())
+    inbox.wait()
+    assert inbox.results[0].frame is frame
+    assert not inbox.results[0].processed and "upload failed" in inbox.results[0].error
+
+
+def test_next_batch_is_staged_while_the_previous_one_computes(runner_factory):
+    chain = RecordingChain(delay=0.3)
+    runner = runner_factory(chain)
+    inboxes = {name: Inbox() for name in "ab"}
+    for name, inbox in inboxes.items():
+        runner.add_session(name, inbox)
+    runner.submit("a", make_frame(10), arrived=time.monotonic())
+    time.sleep(0.1)  # a's batch computes now
+    runner.submit("b", make_frame(50), arrived=time.monotonic())
+    for inbox in inboxes.values():
+        inbox.wait()
+    a_start, a_end = chain.ran["a"]
+    b_start, _ = chain.ran["b"]
+    assert a_start < chain.staged_at["b"] < a_end  # b's upload overlapped a's compute
+    assert b_start >= a_end  # one batch computes at a time, in order
+    assert chain.batches == [["a"], ["b"]]
+    stats = runner.stats()
+    assert stats["staged_wait_ms"]["p50"] is not None
+
+
+def test_a_session_is_forgotten_only_after_its_staged_frame_ran(runner_factory):
+    chain = RecordingChain(delay=0.3)
+    runner = runner_factory(chain)
+    inboxes = {name: Inbox() for name in "ab"}
+    for name, inbox in inboxes.items():
+        runner.add_session(name, inbox)
+    runner.submit("a", make_frame(10), arrived=time.monotonic())
+    time.sleep(0.1)
+    runner.submit("b", make_frame(50), arrived=time.monotonic())
+    time.sleep(0.05)  # b is staged, waiting for a's batch
+    assert "b" in chain.staged_at and "b" not in chain.ran
+    runner.remove_session("b")
+    inboxes["a"].wait()
+    deadline = time.monotonic() + 2
+    while "b" not in chain.forgotten_at and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # the chain ran b's staged frame (its result was dropped) and forgot b afterwards, so no
+    # state of the ended session is rebuilt after it was forgotten
+    assert chain.forgotten_at["b"] >= chain.ran["b"][1]
+    assert inboxes["b"].results == []
+
+
 def test_a_failed_frame_fails_only_itself(runner_factory):
     runner = runner_factory(RecordingChain(fail_session="b", delay=0.05), max_wait_ms=50)
     inboxes = {name: Inbox() for name in "ab"}
@@ -125,19 +195,26 @@ def test_a_failed_frame_fails_only_itself(runner_factory):
 
 
 def test_sessions_are_batched_and_get_their_own_frames(runner_factory):
-    chain = RecordingChain()
-    runner = runner_factory(chain, max_wait_ms=200)
-    inboxes = {name: Inbox() for name in "ab"}
+    chain = RecordingChain(delay=0.3)
+    runner = runner_factory(chain)
+    inboxes = {name: Inbox() for name in "abc"}
     for name, inbox in inboxes.items():
         runner.add_session(name, inbox)
+    runner.submit("c", make_frame(1), arrived=time.monotonic())
+    inboxes["c"].wait()  # the runner has learnt how long a batch takes
+    runner.submit("c", make_frame(1), arrived=time.monotonic())
+    time.sleep(0.05)
+    # a and b arrive while c's batch computes: the next batch is staged near its end, with both
     runner.submit("a", make_frame(10), arrived=time.monotonic())
+    time.sleep(0.05)
     runner.submit("b", make_frame(50), arrived=time.monotonic())
-    for inbox in inboxes.values():
-        inbox.wait()
-    assert sorted(chain.batches[0]) == ["a", "b"]
+    for name in "ab":
+        inboxes[name].wait()
+    assert chain.batches == [["c"], ["c"], ["a", "b"]]
+    assert chain.staged_at["a"] > chain.ran["c"][0] + 0.2  # staged late in c's batch, not at once
     assert int(inboxes["a"].results[0].frame.to_ndarray(format="yuv420p")[0, 0]) == 11
     assert int(inboxes["b"].results[0].frame.to_ndarray(format="yuv420p")[0, 0]) == 51
-    assert runner.stats()["batch_sizes"] == {"2": 1}
+    assert runner.stats()["batch_sizes"] == {"1": 2, "2": 1}
 
 
 def test_newest_frame_wins_while_the_chain_is_busy(runner_factory):

@@ -3,13 +3,14 @@ source face's appearance, with no learned swap weights.
 
 Per batch of faces (of any frames, any sessions), all on the device:
 region around each target mesh -> thin-plate-spline backward warp of the source crop onto the
-target's 468 points -> masks (feathered oval; open eyes and mouth kept) -> colour match to the
-target's skin -> multi-band blend -> the change added back to the frames.
+target's 468 points -> masks (feathered oval; open eyes and mouth kept; faded where the warp
+stretches the source thin, detail.py) -> colour match to the target's skin -> multi-band blend ->
+the change added back to the frames.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 
 from pipeline.swap.blend import alpha_change, multiband_change
 from pipeline.swap.color_match import match_colour
+from pipeline.swap.detail import detail_weight
 from pipeline.swap.masks import FaceMasks, face_masks
 from pipeline.swap.region import FaceRegions, add_to_frames, face_regions, read_regions
 from pipeline.swap.source import SourceFace, analyse_source
@@ -31,13 +33,15 @@ BlendMode = Literal["multiband", "alpha"]
 class SwapResult:
     """frames [B, 3, H, W]: the swapped frames; support [B, 1, H, W]: > 0 where a face's (dilated)
     mask reaches; every pixel where it is 0 is unchanged. regions, masks, warped ([N, 3, R, R] the
-    colour-matched warped source) describe each face, for inspection."""
+    colour-matched warped source) and detail ([N, 1, R, R], detail.py; already in the masks)
+    describe each face, for inspection."""
 
     frames: torch.Tensor
     support: torch.Tensor
     regions: FaceRegions
     masks: FaceMasks
     warped: torch.Tensor
+    detail: torch.Tensor
 
 
 class MeshSwapper:
@@ -87,13 +91,16 @@ class MeshSwapper:
         regions = face_regions(points, frame_index.to(self.device), size)
         if count == 0:
             empty = torch.zeros(0, 1, size, size, device=self.device)
-            return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, FaceMasks(empty, empty, empty, empty), empty)
+            no_masks = FaceMasks(empty, empty, empty, empty)
+            return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, empty)
 
         images, source_points = _source_batch(sources, self.device)
         region_points = regions.to_region(points)
         base = read_regions(frames, regions)
         grid = source_grid(region_points, source_points, images.shape[-2:], size)
         masks = face_masks(region_points, size, self.keep_eyes_mouth)
+        detail = detail_weight(grid, images.shape[-2:], masks.skin, feather=max(1, round(3 * size / 256)))
+        masks = replace(masks, alpha=masks.alpha * detail, hard=masks.hard * detail)
         warped = match_colour(warp_sources(images, grid), base, masks.skin)
         face = base + (warped - base) * masks.hard  # no foreign pixels outside the oval
         if self.blend == "multiband":
@@ -103,7 +110,7 @@ class MeshSwapper:
         change = change * masks.support
         out = add_to_frames(frames, regions, change).clamp_(0.0, 1.0)
         support = add_to_frames(torch.zeros_like(frames[:, :1]), regions, masks.support)
-        return SwapResult(out, support, regions, masks, warped)
+        return SwapResult(out, support, regions, masks, warped, detail)
 
 
 def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

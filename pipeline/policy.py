@@ -72,7 +72,12 @@ class BatchPolicy:
             session.in_flight -= 1
 
     # -- the decision -------------------------------------------------------------
-    def decide(self, now: float) -> Decision:
+    def decide(self, now: float, finishing: frozenset[str] = frozenset()) -> Decision:
+        """`finishing`: sessions whose frames are in the batch computing now, when the caller
+        decides ahead of its end. A frame of theirs that is waiting, or expected before this
+        batch's deadline, could join if the decision waited for that end: then nothing is
+        decided ahead (an early decision would split such sessions into alternate batches for
+        good), and the caller decides again when the running batch ends."""
         ready: list[tuple[str, _Session]] = []
         wake_in: float | None = None
         for session_id, session in self._sessions.items():
@@ -89,6 +94,8 @@ class BatchPolicy:
             return Decision((), wake_in)
 
         deadline = min(s.pending_since for _, s in ready) + self.max_wait_s  # type: ignore[type-var]
+        if finishing and self._finishing_could_join(finishing, deadline):
+            return Decision((), None)
         if len(ready) < self.max_batch and now < deadline and self._others_could_join(ready, deadline):
             wait = deadline - now
             return Decision((), wait if wake_in is None else min(wake_in, wait))
@@ -117,6 +124,22 @@ class BatchPolicy:
             expected = session.last_arrival + session.arrival_interval
             if expected - self._tolerance(session.arrival_interval) <= deadline:
                 return True
+        return False
+
+    def _finishing_could_join(self, finishing: frozenset[str], deadline: float) -> bool:
+        for session_id in finishing:
+            session = self._sessions.get(session_id)
+            if session is None:
+                continue
+            due_in = self._due_in(session, deadline)
+            if due_in is None or due_in > 0:
+                continue  # its fps cap keeps it out anyway
+            if session.pending_since is not None:
+                return True
+            if session.last_arrival is not None and session.arrival_interval is not None:
+                expected = session.last_arrival + session.arrival_interval
+                if expected - self._tolerance(session.arrival_interval) <= deadline:
+                    return True
         return False
 
     @staticmethod

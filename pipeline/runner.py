@@ -10,7 +10,9 @@ on the compute thread; the caller moves it to its own loop).
 
 Batch k+1 is staged while batch k computes, timed to be ready just as batch k ends
 (from running estimates of both times): staging earlier would commit older frames
-and split the sessions that arrive meanwhile into smaller batches.
+and split the sessions that arrive meanwhile into smaller batches. Nor is it staged
+ahead when a session of batch k could join it by waiting for k's end (the policy's
+`finishing`): sessions would otherwise settle into alternate batches for good.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class BatchRunner:
         self._forget: list[str] = []
         self._handoff: _StagedWork | None = None  # the staged batch waiting for the compute thread
         self._computing_since: float | None = None  # when the batch now computing started
+        self._computing: frozenset[str] = frozenset()  # its sessions
         self._compute_s = _Estimate()  # seconds a batch computes
         self._stage_s = _Estimate()  # seconds a batch takes to stage
         self._stopping = False
@@ -188,7 +191,7 @@ class BatchRunner:
                     if hold > 0:  # the batch computing now has a while to go: let frames gather
                         self._cond.wait(hold)
                         continue
-                    decision = self._policy.decide(now)
+                    decision = self._policy.decide(now, finishing=self._computing)
                     if decision.batch or self._forget:
                         break
                     self._cond.wait(decision.wake_in)
@@ -239,6 +242,7 @@ class BatchRunner:
                 work, self._handoff = self._handoff, None
                 if work.jobs:
                     self._computing_since = self._clock()
+                    self._computing = frozenset(job.session_id for job in work.jobs)
                 self._cond.notify_all()  # the staging thread may plan the next batch now
             if work.jobs:
                 self._run_batch(work)
@@ -257,6 +261,7 @@ class BatchRunner:
         finished = self._clock()
         with self._cond:
             self._computing_since = None
+            self._computing = frozenset()
             self._compute_s.add(finished - started)
             self._stats.record_batch(work.jobs, work.staged_at, started, finished, results)
             ports = [self._ports.get(job.session_id) for job in work.jobs]

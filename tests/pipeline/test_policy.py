@@ -211,3 +211,24 @@ def test_removed_session_is_not_scheduled():
 def test_negative_cap_is_refused():
     with pytest.raises(ValueError):
         make().set_fps_cap("a", -1)
+
+
+def test_no_decision_ahead_that_would_split_a_finishing_session_off():
+    """Deciding while a's batch still computes: b alone goes ahead only if a cannot join by waiting."""
+    policy = make(sessions=("a", "b"))
+    policy.frame_pending("a", now=1.000)
+    assert policy.decide(now=1.000).batch == ("a",)  # a's batch computes now
+    policy.frame_pending("b", now=1.010)
+    policy.frame_pending("a", now=1.012)  # a's next frame waits for a's batch to end
+    ahead = policy.decide(now=1.015, finishing=frozenset({"a"}))
+    assert ahead.batch == () and ahead.wake_in is None
+    policy.frame_done("a")
+    assert set(policy.decide(now=1.020).batch) == {"a", "b"}
+
+
+def test_a_decision_ahead_goes_when_no_finishing_session_can_join():
+    policy = make(sessions=("a", "b"))
+    policy.frame_pending("a", now=1.000)
+    assert policy.decide(now=1.000).batch == ("a",)
+    policy.frame_pending("b", now=1.010)  # a has no frame waiting and no known rhythm
+    assert policy.decide(now=1.015, finishing=frozenset({"a"})).batch == ("b",)

@@ -186,3 +186,18 @@ def test_a_real_video_with_a_hand_and_a_turn_is_swapped_steadily(swap):
         excess.append(step_out - step_in)
     print(f"frame-to-frame change in the face, output minus input: mean {np.mean(excess):.2f}, max {np.max(excess):.2f} grey levels")
     assert np.mean(excess) <= 2.0 and np.max(excess) <= 8.0
+
+
+@pytest.mark.xfail(strict=True, reason="not built yet: no hand detection, so the swap is drawn over a hand in front of the face")
+def test_a_hand_over_the_mouth_stays_in_front_of_the_swap(swap):
+    """facetorch's tile (3, 3): a hand across the mouth. The back of the hand (a box drawn by eye on
+    the photo, inside the hand) must come out as it went in. Fails today: the source face shows
+    through the fingers (the closing note of 2026-11-30 says how to build it)."""
+    run, _ = swap
+    target = to_i420(grid_tile(3, 3))
+    out = [run("hand", target) for _ in range(3)][-1]
+    assert out is not None
+    hand = (slice(165, 205), slice(175, 245))
+    change = np.abs(out[hand].astype(int) - target[hand]).mean()
+    print(f"\nmean luma change on the back of the hand: {change:.1f} grey levels")
+    assert change < 3.0

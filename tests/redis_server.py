@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from support import free_port
+from ports import free_port
 
 
 class RedisServer:

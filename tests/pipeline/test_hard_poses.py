@@ -25,7 +25,7 @@ from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, analyse_source
 from pipeline.swap.source import mesh_points
 from sdist_photos import grid_tile, photo_rgb, video_frames
-from support import face_rgb
+from photos import face_rgb
 
 pytestmark = pytest.mark.slow
 

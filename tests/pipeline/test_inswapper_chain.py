@@ -14,7 +14,7 @@ from pipeline.chains import UnknownChain, create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.learned import ModelFileInvalid, ModelFileMissing, file_sha256
 from standin_models import make_arcface, make_inswapper
-from support import face_rgb
+from photos import face_rgb
 
 
 def i420(name: str) -> np.ndarray:

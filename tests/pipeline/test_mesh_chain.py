@@ -10,7 +10,7 @@ import torch
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary, FaceNotFound
-from support import face_rgb
+from photos import face_rgb
 
 
 def i420(name: str, width: int = 640, height: int = 480) -> np.ndarray:

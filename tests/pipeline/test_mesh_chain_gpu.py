@@ -8,7 +8,7 @@ import torch
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
-from support import face_rgb
+from photos import face_rgb
 
 pytestmark = pytest.mark.gpu
 

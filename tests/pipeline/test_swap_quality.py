@@ -17,7 +17,7 @@ from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.identity import IdentityEmbedder
 from pipeline.swap.source import mesh_points
-from support import PEOPLE, face_rgb
+from photos import PEOPLE, face_rgb
 
 pytestmark = pytest.mark.slow
 SIZE = 480

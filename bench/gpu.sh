@@ -16,7 +16,7 @@ print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__)
 PY
 
 # Every GPU test, with the reasons of any skip shown: none may skip here.
-"$PYTHON" -m pytest -m gpu -rs -q -p no:cacheprovider tests
+"$PYTHON" -m pytest -m gpu -rs -q -p no:cacheprovider tests/pipeline  # every gpu test is a pipeline test
 
 # The face chain's stages on the GPU, fp32 and fp16.
 for half in "" "--half"; do

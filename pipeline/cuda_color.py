@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import warnings
 
 import torch
 
@@ -98,11 +99,39 @@ def available() -> bool:
     return True
 
 
+class _TorchStream:
+    """torch's current stream, offered through the CUDA stream protocol (`__cuda_stream__`)."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+def _cupy_stream(cupy, handle: int):  # type: ignore[no-untyped-def]
+    """A cupy view of torch's stream: `Stream.from_external` (cupy 14 deprecates ExternalStream),
+    or ExternalStream on a cupy that lacks it."""
+    if hasattr(cupy.cuda.Stream, "from_external"):
+        try:
+            return cupy.cuda.Stream.from_external(_TorchStream(handle))
+        except (TypeError, ValueError, AttributeError) as error:
+            _warn_once(f"cupy.cuda.Stream.from_external refused torch's stream ({error}); using ExternalStream")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cupy.cuda.ExternalStream(handle)
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    logger.warning(message)
+
+
 def _launch(kernel, grid_x: int, grid_y: int, n: int, args) -> None:  # type: ignore[no-untyped-def]
     cupy, _, _ = _kernels()
     block = (16, 16, 1)
     grid = ((grid_x + 15) // 16, (grid_y + 15) // 16, n)
-    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):  # on torch's stream, in order
+    with _cupy_stream(cupy, torch.cuda.current_stream().cuda_stream):  # on torch's stream, in order
         kernel(grid, block, args)
 
 

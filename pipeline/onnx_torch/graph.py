@@ -230,6 +230,7 @@ class OnnxTorchGraph:
         out = {}
         for name in self.output_names:
             tensor = env[name]
+            tensor = tensor.to(self.device)  # shape arithmetic may have stayed on the host
             out[name] = tensor.float() if tensor.dtype.is_floating_point else tensor
         return out
 

@@ -50,7 +50,11 @@ def test_cuda_matches_cpu():
     cpu = i420_to_rgb(batch)
     cuda = i420_to_rgb(batch.cuda()).cpu()
     assert torch.allclose(cpu, cuda, atol=1e-5)
-    assert torch.equal(rgb_to_i420(cpu), rgb_to_i420(cuda.cuda()).cpu())
+    # back to bytes: the device's float arithmetic may round a value at .5 the other way
+    # (seen on an H200 with the cupy kernels), never more than one level
+    back_cpu, back_cuda = rgb_to_i420(cpu).int(), rgb_to_i420(cuda.cuda()).cpu().int()
+    assert int((back_cpu - back_cuda).abs().max()) <= 1
+    assert float((back_cpu == back_cuda).float().mean()) > 0.99
 
 
 @pytest.mark.gpu

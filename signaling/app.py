@@ -64,7 +64,8 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
         set_cpu_threads(settings.pipeline.cpu_threads)
     chain = create_chain(
         settings.pipeline.chain, device, app[FACES], badge=settings.pipeline.badge,
-        keep_eyes_mouth=settings.pipeline.keep_eyes_mouth, hands=settings.pipeline.hands,
+        keep_eyes_mouth=settings.pipeline.keep_eyes_mouth,
+        hands=settings.pipeline.hands == "on" or (settings.pipeline.hands == "auto" and device.type == "cuda"),
         models_dir=settings.pipeline.models_dir,
     )
     runner = BatchRunner(chain, settings.pipeline)

@@ -39,12 +39,19 @@ def test_environment_sets_defaults_and_flags_win(monkeypatch):
     assert settings.pipeline.max_wait_ms == 1
 
 
+def test_hands_are_auto_by_default_and_can_be_set():
+    assert settings_from_args(build_parser().parse_args(["serve"])).pipeline.hands == "auto"
+    assert settings_from_args(build_parser().parse_args(["serve", "--hands", "ON"])).pipeline.hands == "on"
+
+
 def test_no_stun_server_by_default():
     settings = settings_from_args(build_parser().parse_args(["serve"]))
     assert settings.stream.ice.servers == ()
 
 
-@pytest.mark.parametrize("argv", [["serve", "--device", "tpu"], ["serve", "--max-batch", "0"], ["serve", "--port", "x"]])
+@pytest.mark.parametrize(
+    "argv", [["serve", "--device", "tpu"], ["serve", "--max-batch", "0"], ["serve", "--port", "x"], ["serve", "--hands", "maybe"]]
+)
 def test_bad_values_are_refused_before_starting(argv, capsys):
     with pytest.raises(SystemExit) as caught:
         main(argv)

@@ -27,7 +27,7 @@ class TfliteTorchGraph:
             raise TfliteFileError(f"operators this executor does not run: {sorted(unknown)}")
         self.graph = graph
         self.device = device
-        # constants once, on the device: conv kernels as OIHW, depthwise as C1HW, PReLU alphas per channel
+        # constants once, on the device
         self._constants: dict[int, torch.Tensor] = {}
         for tensor in graph.tensors:
             if tensor.data is not None and tensor.dtype.kind == "f":
@@ -36,36 +36,48 @@ class TfliteTorchGraph:
         for op in graph.operators:
             if op.kind == "DEQUANTIZE":
                 self._constants[op.outputs[0]] = self._constants[op.inputs[0]]
+        # per operator, ready to call: conv kernels as OIHW (depthwise C1HW), PReLU alphas per channel
+        self._weights: dict[int, torch.Tensor] = {}
+        for index, op in enumerate(graph.operators):
+            if op.kind == "CONV_2D":
+                self._weights[index] = self._constants[op.inputs[1]].permute(0, 3, 1, 2).contiguous()
+            elif op.kind == "DEPTHWISE_CONV_2D":
+                self._weights[index] = self._constants[op.inputs[1]].permute(3, 0, 1, 2).contiguous()
+            elif op.kind == "PRELU":
+                self._weights[index] = self._constants[op.inputs[1]].reshape(-1).contiguous()
 
     @torch.inference_mode()
     def run(self, images: torch.Tensor) -> list[torch.Tensor]:
         """images [N, C, H, W] float (the graph's input, as NCHW) -> the graph's outputs (NHWC
         semantics, batch first)."""
         values: dict[int, torch.Tensor] = {self.graph.inputs[0]: images.to(self.device, torch.float32)}
-        for op in self.graph.operators:
+        for index, op in enumerate(self.graph.operators):
             if op.kind == "DEQUANTIZE":
                 continue
-            values[op.outputs[0]] = self._apply(op, values)
+            values[op.outputs[0]] = self._apply(index, op, values)
         return [values[index] for index in self.graph.outputs]
 
     def _value(self, index: int, values: dict[int, torch.Tensor]) -> torch.Tensor:
         return values[index] if index in values else self._constants[index]
 
-    def _apply(self, op, values: dict[int, torch.Tensor]) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    def _apply(self, index: int, op, values: dict[int, torch.Tensor]) -> torch.Tensor:  # type: ignore[no-untyped-def]
         x = self._value(op.inputs[0], values)
         o = op.options
         if op.kind in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-            kernel = self._constants[op.inputs[1]]
+            weight = self._weights[index]
             bias = self._constants[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
-            if op.kind == "CONV_2D":
-                weight, groups = kernel.permute(0, 3, 1, 2), 1  # OHWI -> OIHW
-            else:
-                weight, groups = kernel.permute(3, 0, 1, 2), x.shape[1]  # 1HWC -> C1HW
-            x = _same_pad(x, weight.shape[2:], (o["stride_h"], o["stride_w"])) if o["padding"] == "SAME" else x
-            return _activate(F.conv2d(x, weight.contiguous(), bias, stride=(o["stride_h"], o["stride_w"]), groups=groups), o)
+            groups = 1 if op.kind == "CONV_2D" else x.shape[1]
+            stride = (o["stride_h"], o["stride_w"])
+            padding: tuple[int, int] = (0, 0)
+            if o["padding"] == "SAME":
+                pads = _same_pads(x, weight.shape[2:], stride)
+                if pads[0] == pads[1] and pads[2] == pads[3]:
+                    padding = (pads[2], pads[0])  # symmetric: let the convolution pad
+                else:
+                    x = F.pad(x, pads)
+            return _activate(F.conv2d(x, weight, bias, stride=stride, padding=padding, groups=groups), o)
         if op.kind == "PRELU":
-            alpha = self._constants[op.inputs[1]].reshape(1, -1, 1, 1)
-            return torch.where(x >= 0, x, x * alpha)
+            return F.prelu(x, self._weights[index])
         if op.kind == "ADD":
             return _activate(x + self._value(op.inputs[1], values), o)
         if op.kind == "MAX_POOL_2D":
@@ -108,13 +120,18 @@ class TfliteTorchGraph:
         raise TfliteFileError(f"operator {op.kind}")
 
 
-def _same_pad(x: torch.Tensor, kernel, stride, value: float = 0.0) -> torch.Tensor:  # type: ignore[no-untyped-def]
-    """TensorFlow's SAME padding: the extra pixel, if any, goes after."""
+def _same_pads(x: torch.Tensor, kernel, stride) -> list[int]:  # type: ignore[no-untyped-def]
+    """TensorFlow's SAME padding as F.pad's (left, right, top, bottom): any extra pixel goes after."""
     pads = []
     for size, k, s in ((x.shape[3], kernel[1], stride[1]), (x.shape[2], kernel[0], stride[0])):
         out = -(-size // s)
         total = max((out - 1) * s + k - size, 0)
         pads += [total // 2, total - total // 2]
+    return pads
+
+
+def _same_pad(x: torch.Tensor, kernel, stride, value: float = 0.0) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    pads = _same_pads(x, kernel, stride)
     return F.pad(x, pads, value=value) if any(pads) else x
 
 

@@ -131,15 +131,21 @@ def test_a_failed_batch_or_stage_passes_the_frames_through(runner_factory, chain
     assert runner.stats()["failed_frames"] == 1
 
 
-def test_next_batch_is_staged_while_the_previous_one_computes(runner_factory):
+def a_computes_while_b_arrives(runner_factory):
+    """Sessions a and b; a's frame computes (0.3 s) when b's frame arrives, 0.1 s in."""
     chain = RecordingChain(delay=0.3)
     runner = runner_factory(chain)
     inboxes = {name: Inbox() for name in "ab"}
     for name, inbox in inboxes.items():
         runner.add_session(name, inbox)
     runner.submit("a", make_frame(10), arrived=time.monotonic())
-    time.sleep(0.1)  # a's batch computes now
+    time.sleep(0.1)
     runner.submit("b", make_frame(50), arrived=time.monotonic())
+    return chain, runner, inboxes
+
+
+def test_next_batch_is_staged_while_the_previous_one_computes(runner_factory):
+    chain, runner, inboxes = a_computes_while_b_arrives(runner_factory)
     for inbox in inboxes.values():
         inbox.wait()
     a_start, a_end = chain.ran["a"]
@@ -152,14 +158,7 @@ def test_next_batch_is_staged_while_the_previous_one_computes(runner_factory):
 
 
 def test_a_session_is_forgotten_only_after_its_staged_frame_ran(runner_factory):
-    chain = RecordingChain(delay=0.3)
-    runner = runner_factory(chain)
-    inboxes = {name: Inbox() for name in "ab"}
-    for name, inbox in inboxes.items():
-        runner.add_session(name, inbox)
-    runner.submit("a", make_frame(10), arrived=time.monotonic())
-    time.sleep(0.1)
-    runner.submit("b", make_frame(50), arrived=time.monotonic())
+    chain, runner, inboxes = a_computes_while_b_arrives(runner_factory)
     time.sleep(0.05)  # b is staged, waiting for a's batch
     assert "b" in chain.staged_at and "b" not in chain.ran
     runner.remove_session("b")

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from pipeline.chain import ChainItem
-from pipeline.chains.face_swap import FaceSwapChain
+from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.stage_timer import StageTimer
 
@@ -49,10 +49,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--sizes", nargs="+", default=["640x480", "1280x720"])
     parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--hands", choices=("auto", "on", "off"), default="auto", help="as the server's --hands (auto: on with CUDA)")
     args = parser.parse_args()
     device = torch.device(args.device)
     faces = FaceLibrary()
-    chain = FaceSwapChain(device, faces)
+    # as the server builds it: fp16 models on CUDA, hands as asked
+    chain = create_chain("mesh", device, faces, hands=args.hands == "on" or (args.hands == "auto" and device.type == "cuda"))
     chain.warm_up()
     source = photo("biden.jpg")
     face_id = faces.add(source, owner="bench", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id

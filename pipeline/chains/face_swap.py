@@ -227,8 +227,9 @@ class FaceSwapChain:
         if self.palms is not None:
             with timer.stage("hands"):
                 hands = self._hand_masks(items, frames_u8)
-            weight = weight * (1.0 - hands)
-            support = support & (hands < 0.999)  # a hand's pixels keep their bytes
+            if hands is not None:
+                weight = weight * (1.0 - hands)
+                support = support & (hands < 0.999)  # a hand's pixels keep their bytes
         with timer.stage("blend"):
             out_rgb = rgb + weight * (swapped - rgb)
             windows = [_bounding_window(support)]
@@ -247,9 +248,9 @@ class FaceSwapChain:
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
 
-    def _hand_masks(self, items: list[ChainItem], frames_u8: torch.Tensor) -> torch.Tensor:
-        """[B, 1, H, W]: where each frame's hands are; hands are found every `hand_every` frames of a
-        session and held in between."""
+    def _hand_masks(self, items: list[ChainItem], frames_u8: torch.Tensor) -> torch.Tensor | None:
+        """[B, 1, H, W]: where each frame's hands are (None: no hands); hands are found every
+        `hand_every` frames of a session and held in between."""
         due = []
         for frame, item in enumerate(items):
             held = self._hands.get(item.session_id)
@@ -307,8 +308,8 @@ def _even_window(top: int, bottom: int, left: int, right: int, height: int, widt
 
 def _bounding_window(support: torch.Tensor) -> Window | None:
     """The smallest even window holding every set pixel of support [B, 1, H, W] in any frame."""
-    rows = support.any(dim=3).flatten().reshape(support.shape[0], -1).any(dim=0).nonzero()
-    cols = support.any(dim=2).flatten().reshape(support.shape[0], -1).any(dim=0).nonzero()
+    rows = support.any(dim=3).flatten(1).any(dim=0).nonzero()
+    cols = support.any(dim=2).flatten(1).any(dim=0).nonzero()
     if not len(rows):
         return None
     return _even_window(int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1, *support.shape[2:])

@@ -21,8 +21,10 @@ RADIUS = 0.6  # capsule radius, in finger widths (generous: a finger's edge stay
 FEATHER = 0.3  # soft edge, in finger widths
 
 
-def hand_masks(hands: list[Hands], height: int, width: int, device: torch.device) -> torch.Tensor:
-    """[B, 1, H, W] in [0, 1]: 1 on the hands of each frame."""
+def hand_masks(hands: list[Hands], height: int, width: int, device: torch.device) -> torch.Tensor | None:
+    """[B, 1, H, W] in [0, 1]: 1 on the hands of each frame; None when no frame has a hand."""
+    if not any(len(found) for found in hands):
+        return None
     masks = torch.zeros(len(hands), 1, height, width, device=device)
     for frame, found in enumerate(hands):
         for points in found.points.to(device):

@@ -30,7 +30,7 @@ from pipeline.color import i420_to_rgb, rgb_to_i420
 from pipeline.detect import FaceDetector
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
-from pipeline.hands import HandLandmarker, Hands, PalmDetector, hand_masks
+from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
 from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
 from pipeline.identity import IdentityEmbedder
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
@@ -73,11 +73,13 @@ class FaceSwapChain:
         region_size = 256 if device.type == "cuda" else 192
         self.swapper = MeshSwapper(device, keep_eyes_mouth=keep_eyes_mouth, region_size=region_size)
         self.tracker = Tracker()
-        # hands in front of the face (pipeline/hands): detected every `hand_every` frames of a session
-        self.palms = PalmDetector(device) if hands else None
-        self.hand_landmarker = HandLandmarker(device) if hands else None
-        self.hand_every = 1 if device.type == "cuda" else 3
-        self._hands: dict[str, tuple[int, Hands]] = {}  # session -> (frames since detection, hands)
+        # hands in front of the face (pipeline/hands), followed per session: on the CPU a followed
+        # hand's landmarks run every 3rd frame, and the palm detector, which finds new hands, when
+        # the faces' surroundings change or every 15th frame
+        self.hands = None
+        if hands:
+            every, palm_every = (1, 4) if device.type == "cuda" else (3, 15)
+            self.hands = HandTracker(PalmDetector(device), HandLandmarker(device), every=every, palm_every=palm_every)
         self.timer = StageTimer()
         self.transfer = DeviceTransfer(device)
         self._embedder: IdentityEmbedder | None = None  # loaded when a session first swaps only a reference face
@@ -148,7 +150,8 @@ class FaceSwapChain:
     def forget_session(self, session_id: str) -> None:
         with self._batch_lock:
             self.tracker.forget(session_id)
-            self._hands.pop(session_id, None)
+            if self.hands is not None:
+                self.hands.forget(session_id)
 
     def stage(self, batch: Sequence[ChainItem]) -> _StagedBatch:
         """Looks each frame's source face up once (a face deleted meanwhile cannot half-apply) and
@@ -224,9 +227,12 @@ class FaceSwapChain:
                 rendered = self.swapper.render(rgb, points, index, face_sources)
                 swapped, support = rendered.frames, rendered.support > 0
         weight = fades[:, None, None, None]
-        if self.palms is not None:
+        if self.hands is not None:
             with timer.stage("hands"):
-                hands = self._hand_masks(items, frames_u8)
+                faces = [points[index == frame] for frame in range(len(items))]
+                boxes = [torch.cat((face.amin(dim=1), face.amax(dim=1)), dim=1) for face in faces]
+                found = self.hands.hands([item.session_id for item in items], frames_u8, boxes)
+                hands = hand_masks(found, frames_u8.shape[1], frames_u8.shape[2], frames_u8.device)
             if hands is not None:
                 weight = weight * (1.0 - hands)
                 support = support & (hands < 0.999)  # a hand's pixels keep their bytes
@@ -247,26 +253,6 @@ class FaceSwapChain:
             merged = self.transfer.download(merged)
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
-
-    def _hand_masks(self, items: list[ChainItem], frames_u8: torch.Tensor) -> torch.Tensor | None:
-        """[B, 1, H, W]: where each frame's hands are (None: no hands); hands are found every
-        `hand_every` frames of a session and held in between."""
-        due = []
-        for frame, item in enumerate(items):
-            held = self._hands.get(item.session_id)
-            if held is None or held[0] + 1 >= self.hand_every:
-                due.append(frame)
-        if due:
-            assert self.palms is not None and self.hand_landmarker is not None
-            frames = frames_u8[due]
-            for frame, hands in zip(due, self.hand_landmarker.landmarks(frames, self.palms.detect(frames))):
-                self._hands[items[frame].session_id] = (-1, hands)
-        found = []
-        for item in items:
-            count, hands = self._hands[item.session_id]
-            self._hands[item.session_id] = (count + 1, hands)
-            found.append(hands)
-        return hand_masks(found, frames_u8.shape[1], frames_u8.shape[2], frames_u8.device)
 
     def _track(self, items: list[ChainItem], frames_u8: torch.Tensor) -> list[tuple[Track, ...]]:
         """Each frame's face tracks: the detector runs only where the tracker asks (no face yet, a

@@ -1,9 +1,13 @@
 """MediaPipe's hand landmarks (hand_landmark_lite.tflite, 224x224, Apache-2.0), batched in torch.
 
-Each palm gives a rotated square crop the way MediaPipe's hand tracking takes it (the palm box
-shifted half its height towards the fingers, its longer side times 2.6, turned so the line from
-the wrist to the middle finger's base points up). The model returns 21 points and a presence
-score: a palm whose crop holds no hand (the palm detector's false alarms) is dropped there.
+The model looks at a rotated square crop of the frame (a `Rois` row) and returns 21 points and a
+presence score: a crop that holds no hand (the palm detector's false alarms, or a hand that
+left) is dropped there. The crops are taken the way MediaPipe's hand tracking takes them:
+- from a palm: the palm box shifted half its height towards the fingers, its longer side times
+  2.6, turned so the line from the wrist to the middle finger's base points up;
+- from a hand's landmarks in the previous frame (so the palm detector need not run again): the
+  box around the palm and the fingers' lower joints, turned so the wrist-to-fingers line points
+  up, shifted a tenth of its height towards the fingers, its longer side times 2.
 """
 
 from __future__ import annotations
@@ -24,10 +28,37 @@ INPUT_SIZE = 224
 ROI_SCALE = 2.6
 ROI_SHIFT = 0.5  # of the palm box's height, towards the fingers
 WRIST, MIDDLE_BASE = 0, 2  # palm key points
+# crops from landmarks: the wrist, the thumb's lower joints and the other fingers' two lowest
+# joints (fingertips move too fast to frame the next crop)
+TRACK_POINTS = (0, 1, 2, 3, 5, 6, 9, 10, 13, 14, 17, 18)
+TRACK_SCALE = 2.0
+TRACK_SHIFT = 0.1  # of the box's height, towards the fingers
 
 
 def hand_landmark_file() -> Path:
     return package_file("mediapipe", "modules/hand_landmark/hand_landmark_lite.tflite", install_hint=INSTALL_HINT)
+
+
+@dataclass(frozen=True)
+class Rois:
+    """Rotated square crops, one row per hand."""
+
+    centres: torch.Tensor  # [K, 2] frame pixels
+    sides: torch.Tensor  # [K]
+    turns: torch.Tensor  # [K] radians; 0: the fingers point up
+
+    def __len__(self) -> int:
+        return int(self.sides.shape[0])
+
+    @staticmethod
+    def empty(device: torch.device) -> "Rois":
+        return Rois(torch.zeros(0, 2, device=device), torch.zeros(0, device=device), torch.zeros(0, device=device))
+
+    @staticmethod
+    def cat(parts: "list[Rois]", device: torch.device) -> "Rois":
+        if not parts:
+            return Rois.empty(device)
+        return Rois(*(torch.cat([getattr(part, name).to(device) for part in parts]) for name in ("centres", "sides", "turns")))
 
 
 @dataclass(frozen=True)
@@ -47,13 +78,16 @@ class HandLandmarker:
 
     def landmarks(self, frames_u8: torch.Tensor, palms: list[Palms]) -> list[Hands]:
         """frames_u8 [B, H, W, 3] uint8 RGB and each frame's palms -> each frame's hands."""
+        return self.landmarks_in(frames_u8, [rois_from_palms(found) for found in palms])
+
+    def landmarks_in(self, frames_u8: torch.Tensor, rois: list[Rois]) -> list[Hands]:
+        """frames_u8 [B, H, W, 3] uint8 RGB and each frame's crops -> each frame's hands."""
         batch, height, width, _ = frames_u8.shape
-        owners = [frame for frame, found in enumerate(palms) for _ in range(len(found))]
+        owners = [frame for frame, found in enumerate(rois) for _ in range(len(found))]
         if not owners:
-            return [Hands(torch.zeros(0, 21, 2, device=self.device), torch.zeros(0, device=self.device)) for _ in palms]
-        boxes = torch.cat([found.boxes for found in palms]).to(self.device)
-        keypoints = torch.cat([found.keypoints for found in palms]).to(self.device)
-        centres, sides, turns = _rois(boxes, keypoints)
+            return [Hands(torch.zeros(0, 21, 2, device=self.device), torch.zeros(0, device=self.device)) for _ in rois]
+        every = Rois.cat(rois, self.device)
+        centres, sides, turns = every.centres, every.sides, every.turns
         grid = _crop_grid(centres, sides, turns, height, width)  # [K, 224, 224, 2]
         images = frames_u8.to(self.device).permute(0, 3, 1, 2).float() / 255.0
         crops = F.grid_sample(images[torch.tensor(owners, device=self.device)], grid, mode="bilinear", align_corners=False)
@@ -70,15 +104,45 @@ class HandLandmarker:
         return [Hands(frame_points[(owner == f) & keep], presence[(owner == f) & keep]) for f in range(batch)]
 
 
-def _rois(boxes: torch.Tensor, keypoints: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Centres [K, 2], sides [K] and turns [K] (radians; 0: fingers up) of the hand crops."""
-    wrist, base = keypoints[:, WRIST], keypoints[:, MIDDLE_BASE]
-    turns = math.pi / 2 - torch.atan2(-(base[:, 1] - wrist[:, 1]), base[:, 0] - wrist[:, 0])
+def rois_from_palms(palms: Palms) -> Rois:
+    """The hand crops of a frame's palms."""
+    boxes, keypoints = palms.boxes, palms.keypoints
+    turns = _upright_turn(keypoints[:, WRIST], keypoints[:, MIDDLE_BASE])
     size = boxes[:, 2:] - boxes[:, :2]
     centres = (boxes[:, :2] + boxes[:, 2:]) / 2
-    shift = ROI_SHIFT * size[:, 1]
-    centres = centres + torch.stack((shift * turns.sin(), -shift * turns.cos()), dim=1)
-    return centres, size.max(dim=1).values * ROI_SCALE, turns
+    return Rois(_towards_fingers(centres, ROI_SHIFT * size[:, 1], turns), size.max(dim=1).values * ROI_SCALE, turns)
+
+
+def rois_from_hands(hands: Hands) -> Rois:
+    """The next frame's crops of hands found in this one: around their palms and lower joints."""
+    points = hands.points
+    if not len(hands):
+        return Rois.empty(points.device)
+    wrist = points[:, 0]
+    fingers = ((points[:, 5] + points[:, 13]) / 2 + points[:, 9]) / 2  # the index, middle and ring bases
+    turns = _upright_turn(wrist, fingers)
+    part = points[:, list(TRACK_POINTS)]
+    origin = part.mean(dim=1)
+    cos, sin = turns.cos()[:, None], turns.sin()[:, None]
+    offset = part - origin[:, None]
+    # in the hand's own frame: x across the palm, y from the fingers (-) to the wrist (+)
+    across = offset[..., 0] * cos + offset[..., 1] * sin
+    along = -offset[..., 0] * sin + offset[..., 1] * cos
+    low = torch.stack((across.min(dim=1).values, along.min(dim=1).values), dim=1)
+    high = torch.stack((across.max(dim=1).values, along.max(dim=1).values), dim=1)
+    middle, size = (low + high) / 2, high - low
+    centres = origin + torch.stack((middle[:, 0] * cos[:, 0] - middle[:, 1] * sin[:, 0],
+                                    middle[:, 0] * sin[:, 0] + middle[:, 1] * cos[:, 0]), dim=1)  # fmt: skip
+    return Rois(_towards_fingers(centres, TRACK_SHIFT * size[:, 1], turns), size.max(dim=1).values * TRACK_SCALE, turns)
+
+
+def _upright_turn(wrist: torch.Tensor, fingers: torch.Tensor) -> torch.Tensor:
+    """[K] radians that turn the line from the wrist to the fingers upright."""
+    return math.pi / 2 - torch.atan2(-(fingers[:, 1] - wrist[:, 1]), fingers[:, 0] - wrist[:, 0])
+
+
+def _towards_fingers(centres: torch.Tensor, distance: torch.Tensor, turns: torch.Tensor) -> torch.Tensor:
+    return centres + torch.stack((distance * turns.sin(), -distance * turns.cos()), dim=1)
 
 
 def _crop_grid(centres: torch.Tensor, sides: torch.Tensor, turns: torch.Tensor, height: int, width: int) -> torch.Tensor:

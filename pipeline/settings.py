@@ -24,10 +24,10 @@ class PipelineSettings:
     badge: bool = True
     # The mesh swap keeps the target's own eyes and mouth interior where they are open.
     keep_eyes_mouth: bool = True
-    # Keep hands in front of the face (pipeline/hands): "on", "off", or "auto": on with CUDA, off on
-    # the CPU, where it cost one 640x480 session 24 -> 17 fps on this project's 2-core machine
-    # (palms 14 ms and landmarks 10 ms on one thread, every third frame).
-    hands: str = "auto"
+    # Keep hands in front of the face (pipeline/hands). Hands are followed from frame to frame and
+    # looked for only near faces and when something changes there: one 640x480 session on the CPU
+    # ran within 1 % of its frame rate without them (README, "Hands").
+    hands: bool = True
     # torch's CPU threads; None: all cores but one, which the codecs and the network need
     # (on this 2-core machine one thread gave 20 fps / 67 ms against 15 fps / 82 ms with two).
     cpu_threads: int | None = None
@@ -41,7 +41,5 @@ class PipelineSettings:
             raise ValueError("max_wait_ms must be between 0 and 1000")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
-        if self.hands not in ("auto", "on", "off"):
-            raise ValueError("hands must be auto, on or off")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ValueError("cpu_threads must be >= 1")

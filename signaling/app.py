@@ -65,7 +65,7 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     chain = create_chain(
         settings.pipeline.chain, device, app[FACES], badge=settings.pipeline.badge,
         keep_eyes_mouth=settings.pipeline.keep_eyes_mouth,
-        hands=settings.pipeline.hands == "on" or (settings.pipeline.hands == "auto" and device.type == "cuda"),
+        hands=settings.pipeline.hands,
         models_dir=settings.pipeline.models_dir,
     )
     runner = BatchRunner(chain, settings.pipeline)

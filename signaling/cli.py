@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--chain", default="mesh", help="chain to run: mesh (the face swap), inswapper (with --models-dir), passthrough, invert, fixed-cost:BATCH_MS:FRAME_MS")
     _add(serve, "--models-dir", type=Path, default=None, help="folder with the models you bring, for --chain inswapper")
     _add(serve, "--keep-eyes-mouth", default="on", help="'on': the target's own open eyes and mouth show through the swap")
-    _add(serve, "--hands", default="auto", help="hands in front of the face stay in front of the swap: on, off, or auto (on with CUDA)")
+    _add(serve, "--hands", default="on", help="'off' stops keeping hands in front of the face in front of the swap (a little faster)")
     _add(serve, "--badge", default="on", help="'off' removes the 'AI' disclosure badge from swapped video (operators only)")
     _add(serve, "--device", default="auto", help="cpu, cuda or auto (CUDA if present)")
     _add(serve, "--max-batch", type=int, default=8, help="frames per batch at most")
@@ -107,7 +107,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             models_dir=args.models_dir,
             badge=_on_off(args.badge, "--badge"),
             keep_eyes_mouth=_on_off(args.keep_eyes_mouth, "--keep-eyes-mouth"),
-            hands=args.hands.lower(),
+            hands=_on_off(args.hands, "--hands"),
         ),
         quota=QuotaSettings(
             redis_url=args.redis_url, admin_key=args.admin_key or None, **_quota_numbers(_many(args, "--quota-setting"))

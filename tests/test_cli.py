@@ -39,9 +39,9 @@ def test_environment_sets_defaults_and_flags_win(monkeypatch):
     assert settings.pipeline.max_wait_ms == 1
 
 
-def test_hands_are_auto_by_default_and_can_be_set():
-    assert settings_from_args(build_parser().parse_args(["serve"])).pipeline.hands == "auto"
-    assert settings_from_args(build_parser().parse_args(["serve", "--hands", "ON"])).pipeline.hands == "on"
+def test_hands_are_on_by_default_and_can_be_turned_off():
+    assert settings_from_args(build_parser().parse_args(["serve"])).pipeline.hands is True
+    assert settings_from_args(build_parser().parse_args(["serve", "--hands", "OFF"])).pipeline.hands is False
 
 
 def test_no_stun_server_by_default():

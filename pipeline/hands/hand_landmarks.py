@@ -69,6 +69,10 @@ class Hands:
     def __len__(self) -> int:
         return int(self.presence.shape[0])
 
+    @staticmethod
+    def empty(device: torch.device) -> "Hands":
+        return Hands(torch.zeros(0, 21, 2, device=device), torch.zeros(0, device=device))
+
 
 class HandLandmarker:
     def __init__(self, device: torch.device, *, presence_threshold: float = 0.5, path: Path | None = None) -> None:
@@ -85,7 +89,7 @@ class HandLandmarker:
         batch, height, width, _ = frames_u8.shape
         owners = [frame for frame, found in enumerate(rois) for _ in range(len(found))]
         if not owners:
-            return [Hands(torch.zeros(0, 21, 2, device=self.device), torch.zeros(0, device=self.device)) for _ in rois]
+            return [Hands.empty(self.device) for _ in rois]
         every = Rois.cat(rois, self.device)
         centres, sides, turns = every.centres, every.sides, every.turns
         grid = _crop_grid(centres, sides, turns, height, width)  # [K, 224, 224, 2]

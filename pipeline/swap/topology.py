@@ -27,3 +27,10 @@ MOUTH_LIPS = (13, 14)
 
 # Outer eye corners: their distance is the face's scale (inter-ocular distance).
 EYE_OUTER_CORNERS = (33, 263)
+
+# The outer edge of the lips: left corner, along the upper lip, right corner, back along the lower.
+OUTER_LIPS = (61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84, 181, 91, 146)
+
+# The eyebrows (FACEMESH_RIGHT_EYEBROW / LEFT_EYEBROW: image-left, then image-right).
+BROW_IMAGE_LEFT = (46, 53, 52, 65, 55, 70, 63, 105, 66, 107)
+BROW_IMAGE_RIGHT = (276, 283, 282, 295, 285, 300, 293, 334, 296, 336)

@@ -18,6 +18,7 @@ from pipeline.swap import MeshSwapper, SourceFace, analyse_source
 from pipeline.swap.masks import apertures, polygon_masks
 from pipeline.swap.source import mesh_points
 from pipeline.swap.topology import EYE_OUTER_CORNERS, INNER_LIPS
+from pipeline.swap.warp import FEATURE_POINTS, SPLINE_CONTROLS, spline_controls
 
 FRAME_H, FRAME_W = 480, 640
 FACE_SIDE = 200  # face box side in the test frames, frame pixels
@@ -169,3 +170,16 @@ def test_source_face_is_a_square_crop_with_its_mesh() -> None:
     assert face.points.shape == (468, 2)
     assert 0.0 <= float(face.image.min()) and float(face.image.max()) <= 1.0
     assert bool(((face.points > 0) & (face.points < face.image.shape[-1])).all())
+
+
+def test_the_spline_goes_through_every_feature_point_and_points_spread_over_the_face() -> None:
+    face = source("biden.jpg")
+    controls = face.controls.tolist()
+    assert len(controls) == SPLINE_CONTROLS and controls == sorted(set(controls))
+    assert set(FEATURE_POINTS) <= set(controls)
+    assert spline_controls(face.points).tolist() == controls  # the same choice every time
+    # every mesh point lies nearer to a control point than it does to a feature point alone
+    xy = face.points
+    to_features = torch.cdist(xy, xy[list(FEATURE_POINTS)]).amin(dim=1)
+    to_controls = torch.cdist(xy, xy[controls]).amin(dim=1)
+    assert float(to_controls.max()) < 0.5 * float(to_features.max())

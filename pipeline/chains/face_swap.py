@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
-from pipeline.color import i420_to_rgb, rgb_to_i420
+from pipeline.color import i420_to_rgb, rgb_to_i420, to_uint8_hwc
 from pipeline.detect import FaceDetector
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
@@ -199,7 +199,7 @@ class FaceSwapChain:
         i420 = frames.ready()
         with timer.stage("convert"):
             rgb = i420_to_rgb(i420)
-            frames_u8 = (rgb * 255).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+            frames_u8 = to_uint8_hwc(rgb)
         tracks = self._track(items, frames_u8)
         targets, frame_index, face_sources, visibility = [], [], [], []
         for frame, frame_tracks in enumerate(tracks):
@@ -219,12 +219,22 @@ class FaceSwapChain:
             fades[frame] = min(float(fades[frame]), weight)
         fades = fades.to(self.device)
         index = torch.tensor(frame_index, device=self.device)
+        height, width = rgb.shape[2:]
+        # Everything from here on works on the window of the frames that the swap can change (the
+        # faces' regions: a fifth of a 640x480 frame for one face), not on whole frames.
+        if self.learned is not None:
+            work = (0, height, 0, width)
+        else:
+            work = self.swapper.reach(points, height, width)
+        top, bottom, left, right = _even_window(*work, height, width)
+        base = rgb[:, :, top:bottom, left:right]
+        shift = torch.tensor([left, top], device=self.device, dtype=points.dtype)
         with timer.stage("swap"):
             if self.learned is not None:  # inswapper on aligned crops, pasted back
                 latents = torch.stack([source.latent for source in face_sources])
                 swapped, support = self.learned.swap(rgb, frames_u8, five_points(points), index, latents)
             else:  # warp, masks, colour match and multiband blend
-                rendered = self.swapper.render(rgb, points, index, face_sources)
+                rendered = self.swapper.render(base, points - shift, index, face_sources)
                 swapped, support = rendered.frames, rendered.support > 0
         weight = fades[:, None, None, None]
         if self.hands is not None:
@@ -232,23 +242,31 @@ class FaceSwapChain:
                 faces = [points[index == frame] for frame in range(len(items))]
                 boxes = [torch.cat((face.amin(dim=1), face.amax(dim=1)), dim=1) for face in faces]
                 found = self.hands.hands([item.session_id for item in items], frames_u8, boxes)
-                hands = hand_masks(found, frames_u8.shape[1], frames_u8.shape[2], frames_u8.device)
+                hands = hand_masks(found, bottom - top, right - left, frames_u8.device, origin=(top, left))
             if hands is not None:
                 weight = weight * (1.0 - hands)
                 support = support & (hands < 0.999)  # a hand's pixels keep their bytes
         with timer.stage("blend"):
-            out_rgb = rgb + weight * (swapped - rgb)
-            windows = [_bounding_window(support)]
-            if self.badge:
-                draw_badge(out_rgb)
-                top, left, plate_h, plate_w = badge_geometry(*out_rgb.shape[2:])
-                support[:, :, top : top + plate_h, left : left + plate_w] = True
-                windows.append(_even_window(top, top + plate_h, left, left + plate_w, *out_rgb.shape[2:]))
+            out = base + weight * (swapped - base)
         with timer.stage("convert"):
             merged = i420.clone()
-            for window in windows:
-                if window is not None:
-                    _write_window(merged, out_rgb, support, window)
+            changed = _bounding_window(support)
+            if changed is not None:
+                _write_window(merged, out, support, changed, (top, left))
+        if self.badge:
+            with timer.stage("blend"):
+                rgb[:, :, top:bottom, left:right] = out  # the badge goes over the swapped face
+                draw_badge(rgb)
+                plate_top, plate_left, plate_h, plate_w = badge_geometry(height, width)
+                badge_top, badge_bottom, badge_left, badge_right = _even_window(
+                    plate_top, plate_top + plate_h, plate_left, plate_left + plate_w, height, width
+                )
+                badge = rgb[:, :, badge_top:badge_bottom, badge_left:badge_right]
+                plate = torch.zeros_like(badge[:, :1], dtype=torch.bool)
+                rows, cols = plate_top - badge_top, plate_left - badge_left
+                plate[:, :, rows : rows + plate_h, cols : cols + plate_w] = True
+            with timer.stage("convert"):
+                _write_window(merged, badge, plate, (0, badge.shape[2], 0, badge.shape[3]), (badge_top, badge_left))
         with timer.stage("download"):
             merged = self.transfer.download(merged)
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
@@ -307,17 +325,21 @@ def _planes(i420: torch.Tensor, height: int, width: int) -> tuple[torch.Tensor, 
     return i420[:, :height], chroma[:, 0], chroma[:, 1]
 
 
-def _write_window(frames: torch.Tensor, rgb: torch.Tensor, support: torch.Tensor, window: Window) -> None:
+def _write_window(
+    frames: torch.Tensor, rgb: torch.Tensor, support: torch.Tensor, window: Window, origin: tuple[int, int] = (0, 0)
+) -> None:
     """Converts one window of the RGB frames to I420 and writes it into `frames` where `support`
-    [B, 1, H, W] is set (a U and a V where any pixel of their 2x2 block is); the rest of the
-    frames keep their bytes. Only the window is converted: the rest of the frame never was changed."""
+    [B, 1, h, w] is set (a U and a V where any pixel of their 2x2 block is); the rest of the
+    frames keep their bytes. rgb [B, 3, h, w] and support cover frame pixels from origin
+    (top, left, both even) on; `window` is in their pixels. Only the window is converted: the rest
+    of the frame never was changed."""
     top, bottom, left, right = window
-    height, width = rgb.shape[2:]
     converted = rgb_to_i420(rgb[:, :, top:bottom, left:right].contiguous())
     new_y, new_u, new_v = _planes(converted, bottom - top, right - left)
-    y, u, v = _planes(frames, height, width)
     luma = support[:, 0, top:bottom, left:right]
     chroma = F.max_pool2d(luma[:, None].float(), kernel_size=2)[:, 0].bool()
+    top, bottom, left, right = top + origin[0], bottom + origin[0], left + origin[1], right + origin[1]
+    y, u, v = _planes(frames, frames.shape[1] * 2 // 3, frames.shape[2])
     rows, cols = slice(top, bottom), slice(left, right)
     y[:, rows, cols] = torch.where(luma, new_y, y[:, rows, cols])
     half_rows, half_cols = slice(top // 2, bottom // 2), slice(left // 2, right // 2)

@@ -21,13 +21,17 @@ RADIUS = 0.6  # capsule radius, in finger widths (generous: a finger's edge stay
 FEATHER = 0.3  # soft edge, in finger widths
 
 
-def hand_masks(hands: list[Hands], height: int, width: int, device: torch.device) -> torch.Tensor | None:
-    """[B, 1, H, W] in [0, 1]: 1 on the hands of each frame; None when no frame has a hand."""
+def hand_masks(
+    hands: list[Hands], height: int, width: int, device: torch.device, origin: tuple[int, int] = (0, 0)
+) -> torch.Tensor | None:
+    """[B, 1, H, W] in [0, 1]: 1 on the hands of each frame; None when no frame has a hand. The
+    masks cover frame pixels [top, top + H) x [left, left + W), origin = (top, left)."""
     if not any(len(found) for found in hands):
         return None
     masks = torch.zeros(len(hands), 1, height, width, device=device)
+    shift = torch.tensor([origin[1], origin[0]], device=device, dtype=torch.float32)
     for frame, found in enumerate(hands):
-        for points in found.points.to(device):
+        for points in found.points.to(device) - shift:
             finger = float((points[FINGER_WIDTH[0]] - points[FINGER_WIDTH[1]]).norm().clamp_min(2.0))
             radius, feather = RADIUS * finger, FEATHER * finger
             reach = radius + feather

@@ -20,7 +20,7 @@ from pipeline.swap.blend import alpha_change, multiband_change
 from pipeline.swap.color_match import match_colour
 from pipeline.swap.detail import detail_weight
 from pipeline.swap.masks import FaceMasks, face_masks
-from pipeline.swap.region import FaceRegions, add_to_frames, face_regions, read_regions
+from pipeline.swap.region import FaceRegions, add_to_frames, covering_window, face_regions, read_regions
 from pipeline.swap.source import SourceFace, analyse_source
 from pipeline.swap.warp import source_grid, warp_sources
 
@@ -63,6 +63,12 @@ class MeshSwapper:
         self.region_size = region_size
         self.blend: BlendMode = blend
         self.levels = levels
+
+    def reach(self, target_points: torch.Tensor, height: int, width: int) -> tuple[int, int, int, int]:
+        """(top, bottom, left, right): the box of H x W frame pixels that a swap of faces with these
+        mesh points [N, 468, 2+] can change; a caller may swap within just that window of its frames."""
+        regions = face_regions(target_points[..., :2].float(), torch.zeros(len(target_points), dtype=torch.long), self.region_size)
+        return covering_window(regions, height, width)
 
     def swap(
         self, frames_rgb: torch.Tensor, target_points: torch.Tensor, frame_index: torch.Tensor, sources: list[SourceFace]
@@ -110,9 +116,10 @@ class MeshSwapper:
             change = multiband_change(face, base, masks.alpha, self.levels)
         else:
             change = alpha_change(face, base, masks.alpha)
-        change = change * masks.support
-        out = add_to_frames(frames, regions, change).clamp_(0.0, 1.0)
-        support = add_to_frames(torch.zeros_like(frames[:, :1]), regions, masks.support)
+        # the change and the support pasted back together: one resampling for both
+        change = torch.cat((change * masks.support, masks.support), dim=1)
+        pasted = add_to_frames(torch.cat((frames, torch.zeros_like(frames[:, :1])), dim=1), regions, change)
+        out, support = pasted[:, :3].clamp_(0.0, 1.0), pasted[:, 3:]
         return SwapResult(out, support, regions, masks, warped, detail)
 
 

@@ -126,7 +126,7 @@ class FaceSwapChain:
             return None
         return source.identity if isinstance(source, SourceFace) else None
 
-    def _chosen(self, item: ChainItem, frame_tracks: tuple[Track, ...], frames_u8: torch.Tensor, frame: int) -> list[Track]:
+    def _chosen(self, item: ChainItem, frame_tracks: tuple[Track, ...], rgb: torch.Tensor, frame: int) -> list[Track]:
         """Which of a frame's faces to swap, by the session's `swap` option: all, the largest, or
         those matching a reference photo (SFace cosine >= `reference_threshold`)."""
         mode = item.options.get("swap", "all")
@@ -139,9 +139,9 @@ class FaceSwapChain:
             chosen = []
             for track in frame_tracks:
                 if not isinstance(track.held, torch.Tensor):  # a face's identity is read once per track
-                    index = torch.tensor([frame], device=self.device)
+                    first = torch.zeros(1, dtype=torch.long, device=self.device)
                     with self.timer.stage("identity"):
-                        track.held = self._identity(frames_u8, track.smoothed[None], index)[0]
+                        track.held = self._identity(to_uint8_hwc(rgb[frame : frame + 1]), track.smoothed[None], first)[0]
                 if float(track.held @ reference) >= REFERENCE_THRESHOLD:
                     chosen.append(track)
             return chosen
@@ -198,12 +198,11 @@ class FaceSwapChain:
         timer = self.timer
         i420 = frames.ready()
         with timer.stage("convert"):
-            rgb = i420_to_rgb(i420)
-            frames_u8 = to_uint8_hwc(rgb)
-        tracks = self._track(items, frames_u8)
+            rgb = i420_to_rgb(i420)  # what every model reads (model_input.py)
+        tracks = self._track(items, rgb)
         targets, frame_index, face_sources, visibility = [], [], [], []
         for frame, frame_tracks in enumerate(tracks):
-            for track in self._chosen(items[frame], frame_tracks, frames_u8, frame):
+            for track in self._chosen(items[frame], frame_tracks, rgb, frame):
                 targets.append(track.smoothed[:, :2])
                 frame_index.append(frame)
                 face_sources.append(sources[frame].to(self.device))
@@ -228,21 +227,20 @@ class FaceSwapChain:
             work = self.swapper.reach(points, height, width)
         top, bottom, left, right = _even_window(*work, height, width)
         base = rgb[:, :, top:bottom, left:right]
-        shift = torch.tensor([left, top], device=self.device, dtype=points.dtype)
         with timer.stage("swap"):
             if self.learned is not None:  # inswapper on aligned crops, pasted back
                 latents = torch.stack([source.latent for source in face_sources])
-                swapped, support = self.learned.swap(rgb, frames_u8, five_points(points), index, latents)
+                swapped, support = self.learned.swap(rgb, to_uint8_hwc(rgb), five_points(points), index, latents)
             else:  # warp, masks, colour match and multiband blend
-                rendered = self.swapper.render(base, points - shift, index, face_sources)
+                rendered = self.swapper.render(base, points, index, face_sources, origin=(top, left))
                 swapped, support = rendered.frames, rendered.support > 0
         weight = fades[:, None, None, None]
         if self.hands is not None:
             with timer.stage("hands"):
                 faces = [points[index == frame] for frame in range(len(items))]
                 boxes = [torch.cat((face.amin(dim=1), face.amax(dim=1)), dim=1) for face in faces]
-                found = self.hands.hands([item.session_id for item in items], frames_u8, boxes)
-                hands = hand_masks(found, bottom - top, right - left, frames_u8.device, origin=(top, left))
+                found = self.hands.hands([item.session_id for item in items], rgb, boxes)
+                hands = hand_masks(found, bottom - top, right - left, rgb.device, origin=(top, left))
             if hands is not None:
                 weight = weight * (1.0 - hands)
                 support = support & (hands < 0.999)  # a hand's pixels keep their bytes
@@ -272,7 +270,7 @@ class FaceSwapChain:
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
 
-    def _track(self, items: list[ChainItem], frames_u8: torch.Tensor) -> list[tuple[Track, ...]]:
+    def _track(self, items: list[ChainItem], rgb: torch.Tensor) -> list[tuple[Track, ...]]:
         """Each frame's face tracks: the detector runs only where the tracker asks (no face yet, a
         face lost, or periodically for new faces); every face is meshed from its last landmarks."""
         now = time.monotonic()
@@ -280,13 +278,13 @@ class FaceSwapChain:
         detected = {}
         if plan.to_detect:
             with self.timer.stage("detect"):
-                found = self.detector.detect(frames_u8[list(plan.to_detect)])
+                found = self.detector.detect(to_uint8_hwc(rgb[list(plan.to_detect)]))
             detected = dict(zip(plan.to_detect, found))
         per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
         boxes, eyes, index = stack_crops(per_frame, self.device)
         if len(index):
             with self.timer.stage("landmarks"):
-                crops, transforms = crop_faces(frames_u8, boxes, index, eyes=eyes)
+                crops, transforms = crop_faces(rgb, boxes, index, eyes=eyes)
                 mesh = self.mesher.landmarks(crops)
                 points, scores = to_frame_coords(mesh.points, transforms), mesh.scores
         else:

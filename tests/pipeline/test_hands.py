@@ -97,6 +97,28 @@ def test_the_mask_covers_the_hand_and_nothing_far_away():
     assert float(mask[1].max()) == 0.0  # no hand, no mask
 
 
+def test_float_frames_find_the_same_hands_as_uint8(detector, landmarker):
+    """The chain hands the models float RGB frames (model_input.py), uploads and tests uint8."""
+    frame = torch.from_numpy(grid_tile(*WITH_A_HAND[next(iter(WITH_A_HAND))]))[None]
+    as_float = frame.permute(0, 3, 1, 2).float() / 255.0
+    (palms_u8,), (palms_float,) = detector.detect(frame), detector.detect(as_float)
+    assert len(palms_u8) == len(palms_float) >= 1
+    assert torch.allclose(palms_u8.boxes, palms_float.boxes, atol=1e-3)
+    (hands_u8,) = landmarker.landmarks(frame, [palms_u8])
+    (hands_float,) = landmarker.landmarks(as_float, [palms_u8])
+    assert torch.allclose(hands_u8.points, hands_float.points, atol=1e-3)
+    with pytest.raises(ValueError, match="float or"):
+        detector.detect(frame[..., :2])
+
+
+def test_a_mask_of_a_window_is_that_window_of_the_frames_mask():
+    points = torch.tensor([[100.0 + 2 * i, 200.0 - 5 * i] for i in range(21)])
+    hands = [Hands(points[None], torch.tensor([0.99]))]
+    whole = hand_masks(hands, 300, 200, CPU)
+    window = hand_masks(hands, 120, 90, CPU, origin=(100, 60))
+    assert float(whole.sum()) > 0 and torch.allclose(window, whole[:, :, 100:220, 60:150], atol=1e-5)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_finds_the_same_hands(detector, landmarker):

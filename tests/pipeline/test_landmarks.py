@@ -174,6 +174,17 @@ def test_landmarks_are_in_anatomical_order_inside_the_face_box(mesher: FaceMeshe
     assert 0.3 * (x1 - x0) < eye_distance < 0.8 * (x1 - x0)
 
 
+def test_crops_of_float_frames_equal_crops_of_uint8_frames() -> None:
+    """The chain crops from float RGB frames (model_input.py), uploads from uint8."""
+    frame = torch.from_numpy(face_rgb("obama.jpg"))[None]
+    box, first = torch.tensor([FACE_BOXES["obama.jpg"]], dtype=torch.float32), torch.tensor([0])
+    from_u8, transform_u8 = crop_faces(frame, box, first)
+    from_float, transform_float = crop_faces(frame.permute(0, 3, 1, 2).float() / 255.0, box, first)
+    assert torch.allclose(from_u8, from_float, atol=1e-6) and torch.equal(transform_u8, transform_float)
+    with pytest.raises(ValueError, match="float or"):
+        crop_faces(frame.float(), box, first)  # float, but laid out as uint8 frames are
+
+
 def test_a_batch_equals_single_runs(mesher: FaceMesher) -> None:
     crops = torch.cat([photo_crop(name)[0] for name in PHOTOS] + [non_face_crops()])
     batch = mesher.landmarks(crops)

@@ -71,16 +71,27 @@ class MeshSwapper:
         return covering_window(regions, height, width)
 
     def swap(
-        self, frames_rgb: torch.Tensor, target_points: torch.Tensor, frame_index: torch.Tensor, sources: list[SourceFace]
+        self,
+        frames_rgb: torch.Tensor,
+        target_points: torch.Tensor,
+        frame_index: torch.Tensor,
+        sources: list[SourceFace],
+        origin: tuple[int, int] = (0, 0),
     ) -> torch.Tensor:
         """frames_rgb [B, 3, H, W] float in [0, 1]; target_points [N, 468, 2+] in frame pixels;
-        frame_index [N]: the frame of each face; sources: N source faces, one per target face.
-        Returns new frames; the inputs are not modified."""
-        return self.render(frames_rgb, target_points, frame_index, sources).frames
+        frame_index [N]: the frame of each face; sources: N source faces, one per target face;
+        origin (top, left): the frame pixel at frames_rgb's corner, when they are a window of the
+        frames (`reach`). Returns new frames; the inputs are not modified."""
+        return self.render(frames_rgb, target_points, frame_index, sources, origin).frames
 
     @torch.inference_mode()
     def render(
-        self, frames_rgb: torch.Tensor, target_points: torch.Tensor, frame_index: torch.Tensor, sources: list[SourceFace]
+        self,
+        frames_rgb: torch.Tensor,
+        target_points: torch.Tensor,
+        frame_index: torch.Tensor,
+        sources: list[SourceFace],
+        origin: tuple[int, int] = (0, 0),
     ) -> SwapResult:
         """`swap`, with the support map and the per-face intermediates."""
         if frames_rgb.dim() != 4 or frames_rgb.shape[1] != 3 or not frames_rgb.is_floating_point():
@@ -102,7 +113,7 @@ class MeshSwapper:
 
         images, source_points, controls = _source_batch(sources, self.device)
         region_points = regions.to_region(points)
-        base = read_regions(frames, regions)
+        base = read_regions(frames, regions, origin)
         at_controls = controls[..., None].expand(-1, -1, 2)
         grid = source_grid(
             region_points.gather(1, at_controls), source_points.gather(1, at_controls), images.shape[-2:], size
@@ -118,7 +129,7 @@ class MeshSwapper:
             change = alpha_change(face, base, masks.alpha)
         # the change and the support pasted back together: one resampling for both
         change = torch.cat((change * masks.support, masks.support), dim=1)
-        pasted = add_to_frames(torch.cat((frames, torch.zeros_like(frames[:, :1])), dim=1), regions, change)
+        pasted = add_to_frames(torch.cat((frames, torch.zeros_like(frames[:, :1])), dim=1), regions, change, origin)
         out, support = pasted[:, :3].clamp_(0.0, 1.0), pasted[:, 3:]
         return SwapResult(out, support, regions, masks, warped, detail)
 

@@ -64,26 +64,30 @@ def covering_window(regions: FaceRegions, height: int, width: int) -> tuple[int,
     return max(0, top), min(height, bottom), max(0, left), min(width, right)
 
 
-def _in_frame(regions: FaceRegions, height: int, width: int) -> list[tuple[int, slice, slice, slice, slice]]:
-    """For each face whose P x P window reaches into its frame: (face, frame rows, frame columns,
-    window rows, window columns) of the part inside the frame. Pasting face by face with slices
-    costs a few small copies; a batched scatter (index_put) took 2 ms per call on a CPU."""
+def _in_frame(
+    regions: FaceRegions, height: int, width: int, origin: tuple[int, int]
+) -> list[tuple[int, slice, slice, slice, slice]]:
+    """For each face whose P x P window reaches into frames [.., H, W] that hold frame pixels
+    from origin (top, left) on: (face, frames' rows, frames' columns, window rows, window columns)
+    of the part inside. Pasting face by face with slices costs a few small copies; a batched
+    scatter (index_put) took 2 ms per call on a CPU."""
     parts, p = [], regions.window
     for face, (x0, y0) in enumerate(regions.window_origin.tolist()):
+        x0, y0 = x0 - origin[1], y0 - origin[0]  # whole pixels: the result never depends on origin
         top, bottom, left, right = max(y0, 0), min(y0 + p, height), max(x0, 0), min(x0 + p, width)
         if top < bottom and left < right:
             parts.append((face, slice(top, bottom), slice(left, right), slice(top - y0, bottom - y0), slice(left - x0, right - x0)))
     return parts
 
 
-def read_regions(frames: torch.Tensor, regions: FaceRegions) -> torch.Tensor:
-    """Each face's region [N, 3, R, R] of its frame (frames [B, 3, H, W] float), bilinear; zeros
-    outside the frame."""
+def read_regions(frames: torch.Tensor, regions: FaceRegions, origin: tuple[int, int] = (0, 0)) -> torch.Tensor:
+    """Each face's region [N, 3, R, R] of its frame (frames [B, 3, H, W] float, holding frame
+    pixels from origin (top, left) on), bilinear; zeros outside them."""
     _, channels, height, width = frames.shape
     count, size, p = len(regions.side), regions.size, regions.window
     window = frames.new_zeros(count, channels, p, p)
     frame_of = regions.frame_index.tolist()
-    for face, rows, cols, window_rows, window_cols in _in_frame(regions, height, width):
+    for face, rows, cols, window_rows, window_cols in _in_frame(regions, height, width, origin):
         window[face, :, window_rows, window_cols] = frames[frame_of[face], :, rows, cols]
     # region pixel centre u + 0.5 -> frame x = origin + (u + 0.5) * side / R -> window grid coords
     centres = (torch.arange(size, device=frames.device) + 0.5) / size  # [R]
@@ -107,13 +111,15 @@ def region_to_window(values: torch.Tensor, regions: FaceRegions) -> torch.Tensor
     return F.grid_sample(values, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
-def add_to_frames(frames: torch.Tensor, regions: FaceRegions, change: torch.Tensor) -> torch.Tensor:
-    """frames [B, C, H, W] plus each face's region change [N, C, R, R], mapped back to frame
-    pixels; a new tensor. Changes of overlapping faces add up."""
+def add_to_frames(
+    frames: torch.Tensor, regions: FaceRegions, change: torch.Tensor, origin: tuple[int, int] = (0, 0)
+) -> torch.Tensor:
+    """frames [B, C, H, W] (frame pixels from origin (top, left) on) plus each face's region
+    change [N, C, R, R], mapped back to frame pixels; a new tensor. Changes of overlapping faces add up."""
     _, _, height, width = frames.shape
     window = region_to_window(change, regions)
     out = frames.clone()
     frame_of = regions.frame_index.tolist()
-    for face, rows, cols, window_rows, window_cols in _in_frame(regions, height, width):
+    for face, rows, cols, window_rows, window_cols in _in_frame(regions, height, width, origin):
         out[frame_of[face], :, rows, cols] += window[face, :, window_rows, window_cols]
     return out

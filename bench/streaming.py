@@ -189,6 +189,7 @@ class TrialResult:
     bench_cpu: float | None = None
     batch_mean: float | None = None
     drops_per_s: float | None = None  # per session: frames the server replaced unprocessed
+    stages_ms: dict[str, float] = field(default_factory=dict)  # face chains: mean ms per batch of each stage, over the window
     notes: list[str] = field(default_factory=list)
 
 
@@ -214,6 +215,17 @@ async def _session_stats(client: FacefuseClient, sessions: list[ClientSession]) 
 
 def _scheduler(health: dict) -> dict:
     return health.get("scheduler", {})
+
+
+def _window_stages(before: dict, after: dict) -> dict[str, float]:
+    """Mean ms per batch of each chain stage over the window, from the stage means since the
+    server started (/healthz chain_stages_ms) and the batch counts at both ends."""
+    batches0 = sum(_scheduler(before).get("batch_sizes", {}).values())
+    batches1 = sum(_scheduler(after).get("batch_sizes", {}).values())
+    means0, means1 = before.get("chain_stages_ms") or {}, after.get("chain_stages_ms") or {}
+    if batches1 <= batches0:
+        return {}
+    return {stage: (mean * batches1 - means0.get(stage, 0.0) * batches0) / (batches1 - batches0) for stage, mean in means1.items()}
 
 
 def _batch_mean(before: dict, after: dict) -> float | None:
@@ -250,12 +262,12 @@ async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo
             result.notes.append(f"{silent} of {n} session(s) got no frame within {FIRST_FRAME_TIMEOUT_S:.0f} s")
         await asyncio.sleep(settings.warmup_s)
 
-        health0 = _scheduler(await client.request("GET", "/healthz")) if batched else {}
+        health0 = await client.request("GET", "/healthz") if batched else {}
         stats0 = await _session_stats(client, sessions) if batched else []
         start, server_cpu0, bench_cpu0 = time.monotonic(), server.cpu_seconds(), cpu_seconds(os.getpid())
         await asyncio.sleep(settings.window_s)
         end, server_cpu1, bench_cpu1 = time.monotonic(), server.cpu_seconds(), cpu_seconds(os.getpid())
-        health1 = _scheduler(await client.request("GET", "/healthz")) if batched else {}
+        health1 = await client.request("GET", "/healthz") if batched else {}
         stats1 = await _session_stats(client, sessions) if batched else []
     finally:
         for session in sessions:
@@ -276,7 +288,8 @@ async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo
     if unstamped:
         result.notes.append(f"{unstamped} frame(s) without a readable stamp")
     if batched:
-        result.batch_mean = _batch_mean(health0, health1)
+        result.batch_mean = _batch_mean(_scheduler(health0), _scheduler(health1))
+        result.stages_ms = _window_stages(health0, health1)
         live = [(s0, s1) for s0, s1 in zip(stats0, stats1) if s0 is not None and s1 is not None]
         if len(live) < n:
             result.notes.append(f"{n - len(live)} session(s) closed by the server during the trial")
@@ -354,6 +367,21 @@ def table(results: list[TrialResult]) -> list[str]:
     return rows
 
 
+def stage_table(results: list[TrialResult]) -> list[str]:
+    """The face chains' stages inside the server over the window (ms per batch), beside the table."""
+    timed = [r for r in results if r.stages_ms]
+    if not timed:
+        return []
+    stages = list(dict.fromkeys(stage for r in timed for stage in r.stages_ms))
+    rows = ["", "Inside the server, over the window: mean ms per batch of each chain stage (the chain's own timer).", ""]
+    rows.append("| N | mode | " + " | ".join(stages) + " | sum |")
+    rows.append("|---:|---|" + "---:|" * (len(stages) + 1))
+    for r in sorted(timed, key=lambda r: (r.sessions, r.mode)):
+        cells = " | ".join(f"{r.stages_ms.get(stage, 0.0):.1f}" for stage in stages)
+        rows.append(f"| {r.sessions} | {r.mode} | {cells} | {sum(r.stages_ms.values()):.1f} |")
+    return rows
+
+
 LEGEND = [
     "",
     "- fps/session: frames each client received in the window / window; mean (min) over sessions.",
@@ -420,7 +448,7 @@ def report(
     lines = header(settings, started, load_start)
     if not complete:
         lines.insert(1, "\n**Interrupted: partial results.**")
-    print("\n".join(lines + table(results) + LEGEND))
+    print("\n".join(lines + table(results) + LEGEND + stage_table(results)))
     notes = [f"- {r.mode}, N={r.sessions}: {note}" for r in results for note in r.notes]
     for mode, server in servers.items():
         problems = server.log_problems()

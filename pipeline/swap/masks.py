@@ -63,7 +63,7 @@ def polygon_masks(polygons: torch.Tensor, size: int) -> torch.Tensor:
     toggles = torch.zeros(n, size, size + 1, device=polygons.device, dtype=polygons.dtype)
     toggles.scatter_add_(2, first.transpose(1, 2), crosses.transpose(1, 2).to(polygons.dtype))
     counts = toggles.cumsum_(dim=2)[..., :size]  # small whole numbers: exact in float
-    return (counts - 2.0 * (counts * 0.5).floor_())[:, None]
+    return counts.remainder(2.0)[:, None]
 
 
 def box_sum(mask: torch.Tensor, radius: int) -> torch.Tensor:

@@ -123,6 +123,22 @@ def test_a_batch_of_faces_from_two_frames_equals_single_calls() -> None:
     assert float((batch - singles).abs().mean()) < 1e-5
 
 
+def test_a_swap_within_the_window_it_reaches_equals_the_whole_frames_swap() -> None:
+    """The chain swaps only the window `reach` gives (a fifth of a 640x480 frame for one face)."""
+    frame, points = target("obama.jpg")
+    swapper, faces = MeshSwapper(CPU), [source("biden.jpg")]
+    frames = as_float(frame)
+    whole = swapper.render(frames, points, torch.tensor([0]), faces)
+    top, bottom, left, right = swapper.reach(points, *frames.shape[2:])
+    assert 0 <= top < bottom <= frames.shape[2] and 0 <= left < right <= frames.shape[3]
+    assert (bottom - top) * (right - left) < 0.6 * frames.shape[2] * frames.shape[3]
+    window = swapper.swap(frames[:, :, top:bottom, left:right], points, torch.tensor([0]), faces, origin=(top, left))
+    assert torch.equal(window, whole.frames[:, :, top:bottom, left:right])  # the same arithmetic, bit for bit
+    outside = whole.support.clone()
+    outside[:, :, top:bottom, left:right] = 0
+    assert float(outside.abs().max()) == 0.0  # nothing outside the window changes
+
+
 def test_swapping_a_face_with_itself_changes_little() -> None:
     frame, points = target("obama3.jpg")
     frames = as_float(frame)

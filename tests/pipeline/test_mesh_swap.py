@@ -139,6 +139,23 @@ def test_a_swap_within_the_window_it_reaches_equals_the_whole_frames_swap() -> N
     assert float(outside.abs().max()) == 0.0  # nothing outside the window changes
 
 
+def test_a_face_cut_by_the_frames_edge_swaps_what_is_inside_and_nothing_else() -> None:
+    frame, points = target("obama.jpg")
+    left = int(points[0, :, 0].min() + 0.4 * (points[0, :, 0].max() - points[0, :, 0].min()))
+    frames = as_float(frame)[:, :, :, left:].contiguous()  # the face's image-left 40 % is gone
+    points = points.clone()
+    points[..., 0] -= left
+    swapper, faces = MeshSwapper(CPU), [source("biden.jpg")]
+    result = swapper.render(frames, points, torch.tensor([0]), faces)
+    assert torch.isfinite(result.frames).all()
+    changed = (result.frames - frames).abs().amax(dim=1, keepdim=True)
+    assert float(changed[result.support == 0].max()) < 1e-3 and float(changed[result.support > 0.99].mean()) > 0.02
+    top, bottom, left, right = swapper.reach(points, *frames.shape[2:])
+    assert left == 0  # the faces' window is clipped to the frame
+    window = swapper.swap(frames[:, :, top:bottom, left:right], points, torch.tensor([0]), faces, origin=(top, left))
+    assert torch.equal(window, result.frames[:, :, top:bottom, left:right])
+
+
 def test_swapping_a_face_with_itself_changes_little() -> None:
     frame, points = target("obama3.jpg")
     frames = as_float(frame)

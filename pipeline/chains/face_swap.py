@@ -252,23 +252,26 @@ class FaceSwapChain:
             if changed is not None:
                 _write_window(merged, out, support, changed, (top, left))
         if self.badge:
-            with timer.stage("blend"):
-                rgb[:, :, top:bottom, left:right] = out  # the badge goes over the swapped face
-                draw_badge(rgb)
-                plate_top, plate_left, plate_h, plate_w = badge_geometry(height, width)
-                badge_top, badge_bottom, badge_left, badge_right = _even_window(
-                    plate_top, plate_top + plate_h, plate_left, plate_left + plate_w, height, width
-                )
-                badge = rgb[:, :, badge_top:badge_bottom, badge_left:badge_right]
-                plate = torch.zeros_like(badge[:, :1], dtype=torch.bool)
-                rows, cols = plate_top - badge_top, plate_left - badge_left
-                plate[:, :, rows : rows + plate_h, cols : cols + plate_w] = True
-            with timer.stage("convert"):
-                _write_window(merged, badge, plate, (0, badge.shape[2], 0, badge.shape[3]), (badge_top, badge_left))
+            rgb[:, :, top:bottom, left:right] = out  # the badge goes over the swapped face
+            self._write_badge(merged, rgb)
         with timer.stage("download"):
             merged = self.transfer.download(merged)
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
+
+    def _write_badge(self, merged: torch.Tensor, rgb: torch.Tensor) -> None:
+        """Draws the disclosure badge on the RGB frames and writes its plate into the I420 frames."""
+        height, width = rgb.shape[2:]
+        with self.timer.stage("blend"):
+            draw_badge(rgb)
+            plate_top, plate_left, plate_h, plate_w = badge_geometry(height, width)
+            top, bottom, left, right = _even_window(plate_top, plate_top + plate_h, plate_left, plate_left + plate_w, height, width)
+            badge = rgb[:, :, top:bottom, left:right]
+            plate = torch.zeros_like(badge[:, :1], dtype=torch.bool)
+            rows, cols = plate_top - top, plate_left - left
+            plate[:, :, rows : rows + plate_h, cols : cols + plate_w] = True
+        with self.timer.stage("convert"):
+            _write_window(merged, badge, plate, (0, bottom - top, 0, right - left), (top, left))
 
     def _track(self, items: list[ChainItem], rgb: torch.Tensor) -> list[tuple[Track, ...]]:
         """Each frame's face tracks: the detector runs only where the tracker asks (no face yet, a

@@ -8,6 +8,7 @@ import torch
 _RGB_TO_YCC = torch.tensor(
     [[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]]
 )
+_YCC_TO_RGB = torch.linalg.inv(_RGB_TO_YCC.double()).float()
 # Limits on the std ratio: a face in deep shadow must not be stretched into noise.
 STD_RATIO = (0.67, 1.5)
 
@@ -15,11 +16,6 @@ STD_RATIO = (0.67, 1.5)
 def rgb_to_ycc(rgb: torch.Tensor) -> torch.Tensor:
     """[N, 3, H, W] RGB -> Y, Cb, Cr (chroma centred on 0)."""
     return torch.einsum("ij,njhw->nihw", _RGB_TO_YCC.to(rgb.device, rgb.dtype), rgb)
-
-
-def ycc_to_rgb(ycc: torch.Tensor) -> torch.Tensor:
-    inverse = torch.linalg.inv(_RGB_TO_YCC.double()).to(ycc.device, ycc.dtype)
-    return torch.einsum("ij,njhw->nihw", inverse, ycc)
 
 
 def masked_stats(values: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -32,12 +28,22 @@ def masked_stats(values: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tens
 
 def match_colour(source: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """`source` [N, 3, H, W] RGB recoloured so that, under `weight` [N, 1, H, W], its YCbCr mean and
-    std equal `target`'s. A face whose weight is empty keeps its colours."""
-    src, dst = rgb_to_ycc(source), rgb_to_ycc(target)
-    src_mean, src_std = masked_stats(src, weight)
-    dst_mean, dst_std = masked_stats(dst, weight)
-    ratio = (dst_std / src_std).clamp(*STD_RATIO)
-    matched = (src - src_mean) * ratio + dst_mean
-    empty = weight.sum(dim=(1, 2, 3)) < 1.0
-    matched = torch.where(empty[:, None, None, None], src, matched)
-    return ycc_to_rgb(matched).clamp(0.0, 1.0)
+    std equal `target`'s. A face whose weight is empty keeps its colours.
+
+    The statistics are read on every second pixel of each axis (a quarter of the work; the same
+    figures to a fraction of a grey level on a face), and the per-channel move in YCbCr is one 3x3
+    matrix and offset per face on RGB (M^-1 diag(ratio) M, M^-1 (dst_mean - ratio src_mean)),
+    applied in one batched product."""
+    n, channels, height, width = source.shape
+    sample = (slice(None), slice(None), slice(None, None, 2), slice(None, None, 2))
+    src_mean, src_std = masked_stats(rgb_to_ycc(source[sample]), weight[sample])
+    dst_mean, dst_std = masked_stats(rgb_to_ycc(target[sample]), weight[sample])
+    ratio = (dst_std / src_std).clamp(*STD_RATIO)[:, :, 0, 0]  # [N, 3]
+    forward, inverse = _RGB_TO_YCC.to(source.device, source.dtype), _YCC_TO_RGB.to(source.device, source.dtype)
+    matrix = inverse @ (ratio[:, :, None] * forward)  # [N, 3, 3]
+    offset = inverse @ (dst_mean[:, :, 0, 0] - ratio * src_mean[:, :, 0, 0])[:, :, None]  # [N, 3, 1]
+    empty = weight[sample].sum(dim=(1, 2, 3)) < 1.0
+    matrix = torch.where(empty[:, None, None], torch.eye(3, device=source.device, dtype=source.dtype), matrix)
+    offset = torch.where(empty[:, None, None], torch.zeros_like(offset), offset)
+    moved = torch.baddbmm(offset, matrix, source.reshape(n, channels, height * width))
+    return moved.view(n, channels, height, width).clamp_(0.0, 1.0)

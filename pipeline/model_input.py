@@ -16,6 +16,12 @@ def as_float_rgb(frames: torch.Tensor) -> torch.Tensor:
     return frames.permute(0, 3, 1, 2).float().div_(255.0) if frames.dtype == torch.uint8 else frames
 
 
+def to_uint8_hwc(rgb: torch.Tensor) -> torch.Tensor:
+    """[B, 3, H, W] float RGB in [0, 1] -> [B, H, W, 3] uint8 RGB, for the models that take that
+    (the face detector, the identity model, the learned swapper)."""
+    return (rgb * 255.0).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+
+
 def frame_size(frames: torch.Tensor) -> tuple[int, int]:
     """(H, W) of frames in either layout; a ValueError for anything else."""
     if frames.dtype == torch.uint8 and frames.dim() == 4 and frames.shape[-1] == 3:

@@ -26,12 +26,13 @@ import torch.nn.functional as F
 
 from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
-from pipeline.color import i420_to_rgb, rgb_to_i420, to_uint8_hwc
+from pipeline.color import i420_to_rgb, rgb_to_i420
 from pipeline.detect import FaceDetector
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
 from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
+from pipeline.model_input import to_uint8_hwc
 from pipeline.identity import IdentityEmbedder
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
 from pipeline.swap.five_points import five_points

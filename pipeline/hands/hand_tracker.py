@@ -164,7 +164,8 @@ def _surroundings(faces: torch.Tensor, height: int, width: int) -> tuple[int, in
 
 
 def _thumbnail(frame: torch.Tensor, faces: torch.Tensor) -> torch.Tensor | None:
-    """[16, 16] mean grey levels (0-255) of the faces' surroundings in one frame [3, H, W] float RGB in [0, 1]."""
+    """[16, 16] mean grey levels (0-255) of the faces' surroundings in one frame [3, H, W] float
+    RGB in [0, 1]."""
     region = _surroundings(faces, frame.shape[1], frame.shape[2])
     if region is None:
         return None

@@ -64,7 +64,8 @@ class PalmDetector:
         self.anchors = anchor_centres(device)
 
     def detect(self, frames: torch.Tensor) -> list[Palms]:
-        """frames (one size; float [B, 3, H, W] or uint8 [B, H, W, 3] RGB, model_input.py) -> the palms of each frame."""
+        """frames (one size; float [B, 3, H, W] or uint8 [B, H, W, 3] RGB, model_input.py) -> the
+        palms of each frame."""
         batch, (height, width) = frames.shape[0], frame_size(frames)
         scale = INPUT_SIZE / max(height, width)
         inner_h, inner_w = round(height * scale), round(width * scale)

@@ -28,7 +28,8 @@ def crop_faces(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Square crops around faces, one per box, batched on the frames' device.
 
-    frames: [B, 3, H, W] float RGB in [0, 1] or [B, H, W, 3] uint8 RGB (model_input.py). boxes: [N, 4] (x0, y0, x1, y1) face boxes in frame pixels.
+    frames: [B, 3, H, W] float RGB in [0, 1] or [B, H, W, 3] uint8 RGB (model_input.py).
+    boxes: [N, 4] (x0, y0, x1, y1) face boxes in frame pixels.
     frame_index: [N] which frame each box is in. eyes: optional [N, 2, 2] (x, y) of the
     image-left and image-right eye; the crop is then rotated so that the eyes lie level.
     Each crop is the box's longer side times `scale`, centred on the box (MediaPipe's ROI).
@@ -70,9 +71,7 @@ def crop_faces(
     to_unit = torch.stack((torch.full_like(cos, 2.0 / width), torch.full_like(cos, 2.0 / height)), 1)  # [N, 2]
     theta = torch.cat((linear * (size / 2) * to_unit[:, :, None], (centre * to_unit - 1)[:, :, None]), dim=2)
     grid = F.affine_grid(theta, [count, 3, size, size], align_corners=False)
-    source = frames.index_select(0, frame_index.to(device, torch.long))
-    if source.dtype == torch.uint8:  # converted whole, before the crop: as the float frames were
-        source = as_float_rgb(source)
+    source = as_float_rgb(frames.index_select(0, frame_index.to(device, torch.long)))
     crops = F.grid_sample(source, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     return crops, transforms
 

@@ -53,7 +53,8 @@ def multiband_change(face: torch.Tensor, base: torch.Tensor, alpha: torch.Tensor
     for level in range(levels - 1, -1, -1):
         diff, weight = pyramid[level][:, :channels], pyramid[level][:, channels:]
         # band = diff - up(coarser diff); out = up(coarser out) + band * weight: one upsampling for both
-        coarser_out, coarser_diff = _up(torch.cat((out, pyramid[level + 1][:, :channels]), dim=1), diff.shape[-2:]).split(channels, dim=1)
+        coarser = _up(torch.cat((out, pyramid[level + 1][:, :channels]), dim=1), diff.shape[-2:])
+        coarser_out, coarser_diff = coarser.split(channels, dim=1)
         out = coarser_out + (diff - coarser_diff) * weight
     return out
 

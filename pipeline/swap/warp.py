@@ -5,7 +5,7 @@ triangulation (MediaPipe's tessellation is ~900 triangles of someone else's data
 triangulation of the target points changes its topology from frame to frame and folds where the
 far side of a turned head overlaps), it is smooth across the whole face (no creases along triangle
 edges that the blend would have to hide), and it is one batched `torch.linalg.solve` of a
-(468 + 3)^2 system per face plus a matrix product on a coarse grid: dense, branch-free tensor work
+(K + 3)^2 system per face (K control points) plus a matrix product on a coarse grid: dense, branch-free tensor work
 that batches across faces of any size. The spline is fitted through 256 of the 468 points
 (`spline_controls`): every point of the face's outline, eyes, lips and brows, and the rest spread
 evenly over the face. That costs a seventh of the solve and half the kernel of all 468 (on one

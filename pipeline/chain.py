@@ -21,6 +21,10 @@ class ChainItem:
     session_id: str
     image: np.ndarray
     options: Mapping[str, object] = field(default_factory=dict)
+    # The frame's media time in seconds (its pts), what the chain's smoothing measures time by, so
+    # a frame that waited longer for its batch is not taken as one that moved further. None: the
+    # time the chain sees it.
+    time: float | None = None
 
 
 # Per item: the processed image; None when the chain passed the frame through on purpose

@@ -278,7 +278,7 @@ class FaceSwapChain:
         """Each frame's face tracks: the detector runs only where the tracker asks (no face yet, a
         face lost, or periodically for new faces); every face is meshed from its last landmarks."""
         now = time.monotonic()
-        plan = self.tracker.plan([(item.session_id, now) for item in items])
+        plan = self.tracker.plan([(item.session_id, now if item.time is None else item.time) for item in items])
         detected = {}
         if plan.to_detect:
             with self.timer.stage("detect"):
@@ -298,7 +298,7 @@ class FaceSwapChain:
             rows = slice(start, start + len(per_frame[i]))
             start = rows.stop
             observations.append(
-                Observation(session.session_id, now, session.detect is not None, per_frame[i], points[rows], scores[rows])
+                Observation(session.session_id, session.frame_time, session.detect is not None, per_frame[i], points[rows], scores[rows])
             )
         with self.timer.stage("track"):
             return self.tracker.update(observations)

@@ -27,6 +27,11 @@ from pipeline.tracking.one_euro import OneEuroSettings, OneEuroState, one_euro_s
 
 DetectReason = Literal["no_faces", "lost", "periodic"]
 
+# A frame time that stands still or goes back (a sender's broken timestamps, a clock that wrapped)
+# counts as one frame at 30 fps after the last: the smoothing keeps following the face instead of
+# holding it where it was.
+STALLED_CLOCK_DT = 1 / 30
+
 
 @dataclass(frozen=True)
 class TrackingSettings:
@@ -261,7 +266,8 @@ class Tracker:
                 assert points is not None
                 track = self._new_track(state, points[row], observation.frame_time)
             found.add(track.id)
-            seen.append(_Seen(track, row, observation.frame_time - track.seen_at))
+            since = observation.frame_time - track.seen_at
+            seen.append(_Seen(track, row, since if since > 0 else STALLED_CLOCK_DT))
             track.seen_at = observation.frame_time
             track.bounds = tuple(extents[row])  # type: ignore[assignment]
             track.misses = 0

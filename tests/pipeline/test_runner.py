@@ -35,6 +35,7 @@ class RecordingChain(UnstagedChain):
         self.batches: list[list[str]] = []
         self.staged_at: dict[str, float] = {}  # session -> when its latest frame was staged
         self.ran: dict[str, tuple[float, float]] = {}  # session -> (start, end) of its latest batch
+        self.times: dict[str, float | None] = {}  # session -> its latest frame's media time
         self.forgotten: list[str] = []
         self.forgotten_at: dict[str, float] = {}
         self.fail_batch = fail_batch
@@ -58,6 +59,7 @@ class RecordingChain(UnstagedChain):
         time.sleep(self.delay)
         for item in batch:
             self.ran[item.session_id] = (start, time.monotonic())
+            self.times[item.session_id] = item.time
         if self.fail_batch:
             raise RuntimeError("model exploded")
         return [
@@ -114,6 +116,7 @@ def test_processed_frame_keeps_timing(runner_factory):
     assert result.processed and result.error is None
     assert result.frame.pts == 3000 and result.frame.time_base == fractions.Fraction(1, 90000)
     assert int(result.frame.to_ndarray(format="yuv420p")[0, 0]) == 11
+    assert chain.times["a"] == pytest.approx(3000 / 90000)  # the chain's smoothing measures media time
 
 
 @pytest.mark.parametrize(

@@ -224,8 +224,8 @@ class World:
         self.frame = 0
         self.detected: list[tuple[int, str, str]] = []  # (frame, session, reason)
 
-    def step(self, scene: dict[str, list[Face]]) -> None:
-        time = self.frame / FPS
+    def step(self, scene: dict[str, list[Face]], time: float | None = None) -> None:
+        time = self.frame / FPS if time is None else time
         plan = self.tracker.plan([(session_id, time) for session_id in scene])
         observations = []
         for session in plan.sessions:
@@ -276,6 +276,17 @@ def test_two_moving_faces_keep_their_ids() -> None:
             x, y = centre(track.smoothed)
             assert abs(x - face.x) < 5 and abs(y - face.y) < 5
     assert world.detect_frames() == [0, 10, 20, 30]
+
+
+def test_frame_times_that_stand_still_or_go_back_do_not_freeze_the_face() -> None:
+    """A sender's broken timestamps: the smoothing still follows the face, as at 30 fps."""
+    for times in ([0.0] * 30, [1.0 - i / FPS for i in range(30)]):
+        world = World(Tracker())
+        for i, time in enumerate(times):
+            face = Face(200 + 4 * i, 200)
+            world.step({"a": [face]}, time=time)
+            x, _ = centre(world.tracker.tracks("a")[0].smoothed)
+            assert abs(x - face.x) < 5
 
 
 def test_a_vanished_face_is_held_fading_then_dropped() -> None:

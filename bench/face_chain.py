@@ -24,6 +24,7 @@ import torch
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
+from pipeline.host_memory import keep_freed_memory
 from pipeline.stage_timer import StageTimer
 
 FACES_DIR = (Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata" / "faces").resolve()
@@ -50,7 +51,12 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["640x480", "1280x720"])
     parser.add_argument("--repeats", type=int, default=15, help="batches measured (15: one palm look per session on a still frame)")
     parser.add_argument("--hands", choices=("on", "off"), default="on", help="as the server's --hands")
+    parser.add_argument(
+        "--keep-freed-memory", choices=("on", "off"), default="on",
+        help="glibc keeps freed memory for reuse, as the server sets it (pipeline/host_memory.py)",
+    )
     args = parser.parse_args()
+    kept = args.keep_freed_memory == "on" and keep_freed_memory()
     device = torch.device(args.device)
     faces = FaceLibrary()
     # as the server builds it: fp16 models on CUDA, hands as asked
@@ -62,7 +68,8 @@ def main() -> None:
 
     print(f"## mesh chain stages, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     print(f"\nDevice {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, nproc {os.cpu_count()}, "
-          f"{platform.processor() or platform.machine()}; {args.repeats} batches after tracking settled: stage medians, "
+          f"{platform.processor() or platform.machine()}; freed memory kept: {'yes' if kept else 'no'}; "
+          f"{args.repeats} batches after tracking settled: stage medians, "
           "hands and total as means (they include the periodic looks); "
           "every frame is its own session (one face each).\n")
     print("| frame | batch | " + " | ".join("hands (mean)" if s == "hands" else s for s in STAGES) + " | total ms | ms per frame |")

@@ -57,7 +57,7 @@ NAIVE_SERVER = Path(__file__).resolve().with_name("naive_server.py")
 MODE_NAMES = ("passthrough", "fixed-cost", "naive", "mesh")
 DEFAULT_MODES = ("passthrough", "fixed-cost", "naive")  # mesh: the face swap chain, asked for by name
 
-WIDTH, HEIGHT, FPS, CODEC = 640, 480, 30, "VP8"
+FPS, CODEC = 30, "VP8"
 FIRST_FRAME_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 15.0  # a server's sessions of the previous trial must be gone by then
 
@@ -78,12 +78,14 @@ class BenchSettings:
     face: str
     log_dir: Path | None
     device: str = "cpu"
+    width: int = 640
+    height: int = 480
 
 
 def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     parser = argparse.ArgumentParser(
         prog="bench/streaming.py",
-        description="N aiortc clients (640x480@30 VP8) against facefuse (passthrough, fixed-cost) and a naive "
+        description="N aiortc clients (640x480@30 VP8 unless --size) against facefuse (passthrough, fixed-cost) and a naive "
         "inline server; prints a markdown table of delivered fps, latency, server CPU and batch size.",
     )
     parser.add_argument("--sessions", type=int, nargs="+", default=None, metavar="N", help="client peer counts (default: 1 2 4 8; --quick: 1 2)")
@@ -96,12 +98,19 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     parser.add_argument("--face", default="obama.jpg", help=f"photo from {FACES_DIR} to stream (default obama.jpg)")
     parser.add_argument("--log-dir", type=Path, default=None, help="where the servers' logs go (default: a new temporary folder)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="the server's --device (default cpu)")
+    parser.add_argument("--size", default="640x480", metavar="WxH", help="the clients' video size (default 640x480; even numbers)")
     parser.add_argument("--quick", action="store_true", help="a short check that everything works: N in 1 2, 4 s window")
     args = parser.parse_args(argv)
     try:
         batch_ms, frame_ms = (float(part) for part in args.cost.split(":"))
     except ValueError:
         parser.error(f"--cost must be BATCH_MS:FRAME_MS, not {args.cost!r}")
+    try:
+        width, height = (int(part) for part in args.size.lower().split("x"))
+    except ValueError:
+        parser.error(f"--size must be WxH, not {args.size!r}")
+    if width < 16 or height < 16 or width % 2 or height % 2:
+        parser.error("--size must be even numbers of at least 16")
     sessions = tuple(args.sessions) if args.sessions else ((1, 2) if args.quick else (1, 2, 4, 8))
     window = args.window if args.window is not None else (4.0 if args.quick else 8.0)
     if any(n < 1 or n > 32 for n in sessions):
@@ -120,6 +129,8 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         face=args.face,
         log_dir=args.log_dir,
         device=args.device,
+        width=width,
+        height=height,
     )
 
 
@@ -241,7 +252,7 @@ async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo
     if leftover:
         result.notes.append(f"{leftover} session(s) of the previous trial still open on the server")
 
-    sources = [ImageTrack(photo, width=WIDTH, height=HEIGHT, fps=FPS, tag=tag) for tag in range(1, n + 1)]
+    sources = [ImageTrack(photo, width=settings.width, height=settings.height, fps=FPS, tag=tag) for tag in range(1, n + 1)]
     logs = [LatencyLog(source, tag) for tag, source in zip(range(1, n + 1), sources)]
     sessions: list[ClientSession] = []
     face_id = None
@@ -336,7 +347,7 @@ def header(settings: BenchSettings, started: datetime.datetime, load_start: str)
         f"Machine: nproc {len(os.sched_getaffinity(0))}, {_cpu_model()}, Python {platform.python_version()}, "
         f"aiortc {_version('aiortc')}, av {_version('av')}, aiohttp {_version('aiohttp')}; "
         f"load average {load_start} at the start, {_load()} at the end.",
-        f"Settings: {WIDTH}x{HEIGHT}@{FPS} {CODEC}, N in ({', '.join(map(str, settings.sessions))}), "
+        f"Settings: {settings.width}x{settings.height}@{FPS} {CODEC}, N in ({', '.join(map(str, settings.sessions))}), "
         f"warm-up {settings.warmup_s:g} s, window {settings.window_s:g} s, cost {settings.batch_ms:g} ms/batch + "
         f"{settings.frame_ms:g} ms/frame, facefuse --max-batch {settings.max_batch} --max-wait-ms {settings.max_wait_ms:g}, "
         f"face {settings.face}; all clients in this process (signaling/client.py: the same tuned receive path as the server).",

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from pipeline.chains import UnknownChain
 from pipeline.device import DeviceUnavailable
+from pipeline.host_memory import keep_freed_memory
 from pipeline.learned import ModelFileError
 from pipeline.settings import PipelineSettings
 from quota.settings import QuotaSettings
@@ -146,6 +147,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    keep_freed_memory()  # before the server starts its threads (pipeline/host_memory.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -36,12 +36,19 @@ def photo(name: str) -> np.ndarray:
         return next(container.decode(video=0)).to_ndarray(format="rgb24")
 
 
-def frame(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
-    """The photo cropped to the frame's aspect (top part, where the face is) as I420."""
+def frame(rgb: np.ndarray, width: int, height: int, inset: bool = False) -> np.ndarray:
+    """The photo cropped to the frame's aspect (top part, where the face is) as I420; inset: shrunk
+    to 3/8 of the frame's width in its lower right corner, on grey (a face cam in a streamed scene)."""
     h, w = rgb.shape[:2]
     crop_h = min(h, round(w * height / width))
     crop = np.ascontiguousarray(rgb[:crop_h])
-    return av.VideoFrame.from_ndarray(crop, format="rgb24").reformat(width, height, format="yuv420p").to_ndarray()
+    if not inset:
+        return av.VideoFrame.from_ndarray(crop, format="rgb24").reformat(width, height, format="yuv420p").to_ndarray()
+    small_w, small_h = width * 3 // 8 // 2 * 2, height * 3 // 8 // 2 * 2
+    small = av.VideoFrame.from_ndarray(crop, format="rgb24").reformat(small_w, small_h).to_ndarray(format="rgb24")
+    scene = np.full((height, width, 3), 90, np.uint8)
+    scene[height - small_h - 16 : height - 16, width - small_w - 16 : width - 16] = small
+    return av.VideoFrame.from_ndarray(scene, format="rgb24").reformat(format="yuv420p").to_ndarray()
 
 
 def main() -> None:
@@ -51,6 +58,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["640x480", "1280x720"])
     parser.add_argument("--repeats", type=int, default=15, help="batches measured (15: one palm look per session on a still frame)")
     parser.add_argument("--hands", choices=("on", "off"), default="on", help="as the server's --hands")
+    parser.add_argument("--inset", action="store_true", help="the face as a small face cam in a corner of the frame")
     parser.add_argument(
         "--keep-freed-memory", choices=("on", "off"), default="on",
         help="glibc keeps freed memory for reuse, as the server sets it (pipeline/host_memory.py)",
@@ -71,12 +79,13 @@ def main() -> None:
           f"{platform.processor() or platform.machine()}; freed memory kept: {'yes' if kept else 'no'}; "
           f"{args.repeats} batches after tracking settled: stage medians, "
           "hands and total as means (they include the periodic looks); "
-          "every frame is its own session (one face each).\n")
+          "every frame is its own session (one face each)"
+          f"{', the face in a small inset (--inset)' if args.inset else ''}.\n")
     print("| frame | batch | " + " | ".join("hands (mean)" if s == "hands" else s for s in STAGES) + " | total ms | ms per frame |")
     print("|---|---:|" + "---:|" * (len(STAGES) + 2))
     for size in args.sizes:
         width, height = (int(part) for part in size.split("x"))
-        image = frame(photo("obama.jpg"), width, height)
+        image = frame(photo("obama.jpg"), width, height, args.inset)
         for batch in args.batches:
             items = [ChainItem(f"{size}-{batch}-{n}", image, {"face_id": face_id}) for n in range(batch)]
             for _ in range(12):  # let tracking settle (first frames detect)

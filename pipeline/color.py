@@ -38,14 +38,30 @@ def i420_to_rgb(i420: torch.Tensor) -> torch.Tensor:
     """[N, H*3/2, W] uint8 I420 -> [N, 3, H, W] float RGB in [0, 1] (same device)."""
     if _use_cupy(i420):
         return cuda_color.i420_to_rgb(i420)
+    height, width = i420.shape[1] * 2 // 3, i420.shape[2]
+    return i420_window_to_rgb(i420, 0, height, 0, width)
+
+
+def i420_window_to_rgb(i420: torch.Tensor, top: int, bottom: int, left: int, right: int) -> torch.Tensor:
+    """The window [top:bottom, left:right] (even bounds) of `i420_to_rgb(i420)`, converting only it:
+    [N, 3, bottom - top, right - left] (plain torch, on any device)."""
     n, rows, width = i420.shape
     height = rows * 2 // 3
-    data = i420.float()
-    chroma = data[:, height:].reshape(n, 2, height // 2, width // 2)  # U plane, then V plane
-    chroma = F.interpolate(chroma, size=(height, width), mode="bilinear", align_corners=False)
-    yuv = torch.cat((data[:, None, :height], chroma), dim=1).view(n, 3, height * width)
+    if not (0 <= top < bottom <= height and 0 <= left < right <= width) or (top | bottom | left | right) % 2:
+        raise ValueError(f"window ({top}, {bottom}, {left}, {right}) must be even and inside {height}x{width}")
+    # The chroma rows and columns the window's bilinear upsampling reads: one more on each side
+    # (where the frame has one), so the window's values equal the whole frame's.
+    chroma_top, chroma_bottom = max(0, top // 2 - 1), min(height // 2, bottom // 2 + 1)
+    chroma_left, chroma_right = max(0, left // 2 - 1), min(width // 2, right // 2 + 1)
+    planes = i420[:, height:].view(n, 2, height // 2, width // 2)  # U plane, then V plane
+    chroma = planes[:, :, chroma_top:chroma_bottom, chroma_left:chroma_right].float()
+    size = (2 * (chroma_bottom - chroma_top), 2 * (chroma_right - chroma_left))
+    chroma = F.interpolate(chroma, size=size, mode="bilinear", align_corners=False)
+    rows, cols = slice(top - 2 * chroma_top, bottom - 2 * chroma_top), slice(left - 2 * chroma_left, right - 2 * chroma_left)
+    h, w = bottom - top, right - left
+    yuv = torch.cat((i420[:, None, top:bottom, left:right].float(), chroma[:, :, rows, cols]), dim=1).view(n, 3, h * w)
     rgb = _per_pixel(_YUV_TO_RGB, _YUV_TO_RGB_BIAS, yuv)
-    return rgb.clamp_(0.0, 1.0).view(n, 3, height, width)
+    return rgb.clamp_(0.0, 1.0).view(n, 3, h, w)
 
 
 def _per_pixel(matrix: torch.Tensor, bias: torch.Tensor, pixels: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,8 @@ is new or lost, or periodically; landmarks are smoothed; a face lost for a few f
 held and faded out. Frames arrive as I420 arrays; each group of same-sized frames goes to
 the device in one copy (`stage`, on the runner's staging thread while the previous batch
 computes: pinned staging buffers reused, on an upload stream, see device_transfer.py), is
-converted to RGB there, and comes back as I420 in one copy. Only pixels the swap touched (the dilated face masks and the
+converted to RGB there (on the CPU only where the models read it: rgb_frames.py), and comes back
+as I420 in one copy. Only pixels the swap touched (the dilated face masks and the
 disclosure badge) are written back: everything else stays bit-exact.
 """
 
@@ -26,13 +27,14 @@ import torch.nn.functional as F
 
 from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
-from pipeline.color import i420_to_rgb, rgb_to_i420
+from pipeline.color import rgb_to_i420
 from pipeline.detect import FaceDetector
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
-from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
+from pipeline.landmarks import FaceMesher, crop_extents, crop_faces, to_frame_coords
 from pipeline.model_input import to_uint8_hwc
+from pipeline.rgb_frames import RgbFrames
 from pipeline.identity import IdentityEmbedder
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
 from pipeline.swap.five_points import five_points
@@ -81,6 +83,9 @@ class FaceSwapChain:
         if hands:
             every, palm_every = (1, 4) if device.type == "cuda" else (3, 15)
             self.hands = HandTracker(PalmDetector(device), HandLandmarker(device), every=every, palm_every=palm_every)
+        # On the CPU frames are converted from I420 only where the models read them (rgb_frames.py);
+        # on CUDA whole, at once.
+        self.convert_where_read = device.type == "cpu"
         self.timer = StageTimer()
         self.transfer = DeviceTransfer(device)
         self._embedder: IdentityEmbedder | None = None  # loaded when a session first swaps only a reference face
@@ -127,7 +132,7 @@ class FaceSwapChain:
             return None
         return source.identity if isinstance(source, SourceFace) else None
 
-    def _chosen(self, item: ChainItem, frame_tracks: tuple[Track, ...], rgb: torch.Tensor, frame: int) -> list[Track]:
+    def _chosen(self, item: ChainItem, frame_tracks: tuple[Track, ...], frames_rgb: RgbFrames, frame: int) -> list[Track]:
         """Which of a frame's faces to swap, by the session's `swap` option: all, the largest, or
         those matching a reference photo (SFace cosine >= `reference_threshold`)."""
         mode = item.options.get("swap", "all")
@@ -141,8 +146,10 @@ class FaceSwapChain:
             for track in frame_tracks:
                 if not isinstance(track.held, torch.Tensor):  # a face's identity is read once per track
                     first = torch.zeros(1, dtype=torch.long, device=self.device)
+                    frames_rgb.whole([frame])
+                    frame_rgb = to_uint8_hwc(frames_rgb.tensor[frame : frame + 1])
                     with self.timer.stage("identity"):
-                        track.held = self._identity(to_uint8_hwc(rgb[frame : frame + 1]), track.smoothed[None], first)[0]
+                        track.held = self._identity(frame_rgb, track.smoothed[None], first)[0]
                 if float(track.held @ reference) >= REFERENCE_THRESHOLD:
                     chosen.append(track)
             return chosen
@@ -199,11 +206,13 @@ class FaceSwapChain:
         timer = self.timer
         i420 = frames.ready()
         with timer.stage("convert"):
-            rgb = i420_to_rgb(i420)  # what every model reads (model_input.py)
-        tracks = self._track(items, rgb)
+            # what every model reads (model_input.py)
+            frames_rgb = RgbFrames.from_i420(i420, lazy=self.convert_where_read)
+        tracks = self._track(items, frames_rgb)
+        rgb = frames_rgb.tensor
         targets, frame_index, face_sources, visibility = [], [], [], []
         for frame, frame_tracks in enumerate(tracks):
-            for track in self._chosen(items[frame], frame_tracks, rgb, frame):
+            for track in self._chosen(items[frame], frame_tracks, frames_rgb, frame):
                 targets.append(track.smoothed[:, :2])
                 frame_index.append(frame)
                 face_sources.append(sources[frame].to(self.device))
@@ -227,6 +236,8 @@ class FaceSwapChain:
         else:
             work = self.swapper.reach(points, height, width)
         top, bottom, left, right = _even_window(*work, height, width)
+        with timer.stage("convert"):
+            frames_rgb.window(None, left, top, right, bottom)
         base = rgb[:, :, top:bottom, left:right]
         with timer.stage("swap"):
             if self.learned is not None:  # inswapper on aligned crops, pasted back
@@ -240,7 +251,7 @@ class FaceSwapChain:
             with timer.stage("hands"):
                 faces = [points[index == frame] for frame in range(len(items))]
                 boxes = [torch.cat((face.amin(dim=1), face.amax(dim=1)), dim=1) for face in faces]
-                found = self.hands.hands([item.session_id for item in items], rgb, boxes)
+                found = self.hands.hands([item.session_id for item in items], frames_rgb, boxes)
                 hands = hand_masks(found, bottom - top, right - left, rgb.device, origin=(top, left))
             if hands is not None:
                 weight = weight * (1.0 - hands)
@@ -254,19 +265,23 @@ class FaceSwapChain:
                 _write_window(merged, out, support, changed, (top, left))
         if self.badge:
             rgb[:, :, top:bottom, left:right] = out  # the badge goes over the swapped face
-            self._write_badge(merged, rgb)
+            self._write_badge(merged, frames_rgb)
         with timer.stage("download"):
             merged = self.transfer.download(merged)
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
 
-    def _write_badge(self, merged: torch.Tensor, rgb: torch.Tensor) -> None:
+    def _write_badge(self, merged: torch.Tensor, frames_rgb: RgbFrames) -> None:
         """Draws the disclosure badge on the RGB frames and writes its plate into the I420 frames."""
-        height, width = rgb.shape[2:]
+        rgb, height, width = frames_rgb.tensor, frames_rgb.height, frames_rgb.width
+        plate_top, plate_left, plate_h, plate_w = badge_geometry(height, width)
+        with self.timer.stage("convert"):
+            frames_rgb.window(None, plate_left, plate_top, plate_left + plate_w, plate_top + plate_h)
         with self.timer.stage("blend"):
             draw_badge(rgb)
-            plate_top, plate_left, plate_h, plate_w = badge_geometry(height, width)
-            top, bottom, left, right = _even_window(plate_top, plate_top + plate_h, plate_left, plate_left + plate_w, height, width)
+            top, bottom, left, right = _even_window(
+                plate_top, plate_top + plate_h, plate_left, plate_left + plate_w, height, width
+            )
             badge = rgb[:, :, top:bottom, left:right]
             plate = torch.zeros_like(badge[:, :1], dtype=torch.bool)
             rows, cols = plate_top - top, plate_left - left
@@ -274,19 +289,25 @@ class FaceSwapChain:
         with self.timer.stage("convert"):
             _write_window(merged, badge, plate, (0, bottom - top, 0, right - left), (top, left))
 
-    def _track(self, items: list[ChainItem], rgb: torch.Tensor) -> list[tuple[Track, ...]]:
+    def _track(self, items: list[ChainItem], frames_rgb: RgbFrames) -> list[tuple[Track, ...]]:
         """Each frame's face tracks: the detector runs only where the tracker asks (no face yet, a
         face lost, or periodically for new faces); every face is meshed from its last landmarks."""
         now = time.monotonic()
         plan = self.tracker.plan([(item.session_id, now if item.time is None else item.time) for item in items])
+        rgb = frames_rgb.tensor
         detected = {}
         if plan.to_detect:
+            with self.timer.stage("convert"):
+                frames_rgb.whole(plan.to_detect)
             with self.timer.stage("detect"):
                 found = self.detector.detect(to_uint8_hwc(rgb[list(plan.to_detect)]))
             detected = dict(zip(plan.to_detect, found))
         per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
         boxes, eyes, index = stack_crops(per_frame, self.device)
         if len(index):
+            with self.timer.stage("convert"):
+                for frame, extent in zip(index.tolist(), crop_extents(boxes, eyes).tolist()):
+                    frames_rgb.window([frame], *extent)
             with self.timer.stage("landmarks"):
                 crops, transforms = crop_faces(rgb, boxes, index, eyes=eyes)
                 mesh = self.mesher.landmarks(crops)
@@ -298,7 +319,9 @@ class FaceSwapChain:
             rows = slice(start, start + len(per_frame[i]))
             start = rows.stop
             observations.append(
-                Observation(session.session_id, session.frame_time, session.detect is not None, per_frame[i], points[rows], scores[rows])
+                Observation(
+                    session.session_id, session.frame_time, session.detect is not None, per_frame[i], points[rows], scores[rows]
+                )
             )
         with self.timer.stage("track"):
             return self.tracker.update(observations)

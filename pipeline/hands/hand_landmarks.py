@@ -51,6 +51,11 @@ class Rois:
     def __len__(self) -> int:
         return int(self.sides.shape[0])
 
+    def extents(self) -> torch.Tensor:
+        """[K, 4] (x0, y0, x1, y1): the frame pixels each crop covers (its turned square's upright bounds)."""
+        half = (self.sides * (self.turns.cos().abs() + self.turns.sin().abs()) / 2)[:, None]
+        return torch.cat((self.centres - half, self.centres + half), dim=1)
+
     @staticmethod
     def empty(device: torch.device) -> "Rois":
         return Rois(torch.zeros(0, 2, device=device), torch.zeros(0, device=device), torch.zeros(0, device=device))

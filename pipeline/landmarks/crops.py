@@ -48,17 +48,7 @@ def crop_faces(
     if count == 0:
         return torch.zeros(0, 3, size, size, device=device), torch.zeros(0, 2, 3, device=device)
 
-    boxes = boxes.to(device, torch.float32)
-    centre = (boxes[:, :2] + boxes[:, 2:]) / 2
-    side = (boxes[:, 2:] - boxes[:, :2]).amax(dim=1) * scale
-    if eyes is None:
-        cos = torch.ones(count, device=device)
-        sin = torch.zeros(count, device=device)
-    else:
-        eyes = eyes.to(device, torch.float32)
-        delta = eyes[:, 1] - eyes[:, 0]
-        angle = torch.atan2(delta[:, 1], delta[:, 0])
-        cos, sin = torch.cos(angle), torch.sin(angle)
+    centre, side, cos, sin = _square(boxes.to(device), None if eyes is None else eyes.to(device), scale)
     step = side / size  # frame pixels per crop pixel
     linear = torch.stack((torch.stack((cos, -sin), 1), torch.stack((sin, cos), 1)), 1) * step[:, None, None]
     # frame = centre + linear @ (crop - size/2)
@@ -74,6 +64,27 @@ def crop_faces(
     source = as_float_rgb(frames.index_select(0, frame_index.to(device, torch.long)))
     crops = F.grid_sample(source, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     return crops, transforms
+
+
+def crop_extents(boxes: torch.Tensor, eyes: torch.Tensor | None = None, scale: float = 1.5) -> torch.Tensor:
+    """[N, 4] (x0, y0, x1, y1): the frame pixels each of `crop_faces`' crops covers (its turned
+    square's upright bounds)."""
+    centre, side, cos, sin = _square(boxes, eyes, scale)
+    half = (side * (cos.abs() + sin.abs()) / 2)[:, None]
+    return torch.cat((centre - half, centre + half), dim=1)
+
+
+def _square(boxes: torch.Tensor, eyes: torch.Tensor | None, scale: float) -> tuple[torch.Tensor, ...]:
+    """Each crop's centre [N, 2], side [N] and turn (cos, sin [N]): the box's longer side times
+    `scale`, centred on it, turned so that the eyes lie level."""
+    boxes = boxes.float()
+    centre = (boxes[:, :2] + boxes[:, 2:]) / 2
+    side = (boxes[:, 2:] - boxes[:, :2]).amax(dim=1) * scale
+    if eyes is None:
+        return centre, side, torch.ones_like(side), torch.zeros_like(side)
+    delta = eyes[:, 1].float() - eyes[:, 0].float()
+    angle = torch.atan2(delta[:, 1], delta[:, 0])
+    return centre, side, torch.cos(angle), torch.sin(angle)
 
 
 def to_frame_coords(points: torch.Tensor, transforms: torch.Tensor) -> torch.Tensor:

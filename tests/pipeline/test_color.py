@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.color import i420_to_rgb, rgb_to_i420
+from pipeline.color import i420_to_rgb, i420_window_to_rgb, rgb_to_i420
 from photos import face_rgb
 
 
@@ -40,6 +40,30 @@ def test_round_trip_keeps_the_picture_and_batches():
     assert np.abs(back - batch.numpy()).mean() < 1.5
     single = rgb_to_i420(i420_to_rgb(batch[1:2])).numpy()
     assert np.array_equal(single[0], back[1].astype(np.uint8)), "a batch equals its frames one by one"
+
+
+@pytest.mark.parametrize(
+    "window",
+    [(0, 240, 0, 320), (100, 202, 36, 250), (0, 2, 0, 2), (238, 240, 318, 320), (218, 240, 280, 320), (2, 4, 6, 10)],
+)
+def test_a_window_converts_to_the_whole_frames_values_there(window):
+    """Its chroma upsampling reads the rows and columns beyond the window, as the whole frame's does;
+    a window of a few pixels may round its last bit differently (the matrix product's short tail)."""
+    batch = torch.from_numpy(np.stack([photo_frame(n).to_ndarray() for n in ("obama.jpg", "biden.jpg")]))
+    top, bottom, left, right = window
+    whole = i420_to_rgb(batch)[:, :, top:bottom, left:right]
+    part = i420_window_to_rgb(batch, *window)
+    assert part.shape == whole.shape
+    assert float((part - whole).abs().max()) <= 1e-6
+    if (bottom - top) * (right - left) >= 64 * 64:
+        assert torch.equal(part, whole)
+
+
+@pytest.mark.parametrize("window", [(1, 10, 0, 10), (0, 10, 0, 11), (0, 242, 0, 10), (10, 10, 0, 10), (-2, 10, 0, 10)])
+def test_a_window_that_is_odd_or_outside_the_frame_is_refused(window):
+    batch = torch.from_numpy(photo_frame("obama.jpg").to_ndarray())[None]
+    with pytest.raises(ValueError, match="even and inside 240x320"):
+        i420_window_to_rgb(batch, *window)
 
 
 @pytest.mark.gpu

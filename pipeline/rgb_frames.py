@@ -37,6 +37,12 @@ class RgbFrames:
         batch, rows, width = i420.shape
         return cls(torch.empty(batch, 3, rows * 2 // 3, width, device=i420.device), i420)
 
+    @property
+    def lazy(self) -> bool:
+        """Whether pixels are converted where read (else every pixel is ready: readers can skip
+        working out what they read, and its host syncs on CUDA)."""
+        return self._i420 is not None
+
     @classmethod
     def converted(cls, tensor: torch.Tensor) -> RgbFrames:
         """Frames already converted whole, [B, 3, H, W] float RGB."""

@@ -305,9 +305,10 @@ class FaceSwapChain:
         per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
         boxes, eyes, index = stack_crops(per_frame, self.device)
         if len(index):
-            with self.timer.stage("convert"):
-                for frame, extent in zip(index.tolist(), crop_extents(boxes, eyes).tolist()):
-                    frames_rgb.window([frame], *extent)
+            if frames_rgb.lazy:
+                with self.timer.stage("convert"):
+                    for frame, extent in zip(index.tolist(), crop_extents(boxes, eyes).tolist()):
+                        frames_rgb.window([frame], *extent)
             with self.timer.stage("landmarks"):
                 crops, transforms = crop_faces(rgb, boxes, index, eyes=eyes)
                 mesh = self.mesher.landmarks(crops)

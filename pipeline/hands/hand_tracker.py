@@ -132,7 +132,7 @@ class HandTracker:
         looked = [frame for frame in look_due if len(rois[frame])]
         if looked:
             self.landmark_looks += len(looked)
-            for frame in looked:
+            for frame in looked if rgb.lazy else ():
                 for extent in rois[frame].extents().tolist():
                     rgb.window([frame], *extent)
             found.update(zip(looked, self.landmarker.landmarks_in(rgb.tensor[looked], [rois[frame] for frame in looked])))

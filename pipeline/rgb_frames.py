@@ -55,7 +55,10 @@ class RgbFrames:
 
     def window(self, frames: Iterable[int] | None, x1: float, y1: float, x2: float, y2: float) -> None:
         """Makes the pixels a bilinear sampler reads for points in [x1, x2] x [y1, y2] (frame pixels,
-        clipped to the frame) ready, in these frames (None: all)."""
+        clipped to the frame) ready, in these frames (None: all). Bounds that are not finite (a
+        crop from a broken mesh or detection) read nothing real: nothing is converted."""
+        if not all(math.isfinite(bound) for bound in (x1, y1, x2, y2)):
+            return
         top, left = max(0, math.floor(y1) - 1), max(0, math.floor(x1) - 1)
         bottom, right = min(self.height, math.ceil(y2) + 2), min(self.width, math.ceil(x2) + 2)
         if bottom <= top or right <= left:

@@ -111,7 +111,7 @@ class HandLandmarker:
         )  # fmt: skip
         presence = presence.reshape(-1)
         owner = torch.tensor(owners, device=self.device)
-        keep = presence >= self.presence_threshold
+        keep = (presence >= self.presence_threshold) & frame_points.isfinite().flatten(1).all(dim=1)
         return [Hands(frame_points[(owner == f) & keep], presence[(owner == f) & keep]) for f in range(batch)]
 
 

@@ -218,6 +218,9 @@ class Tracker:
             points = torch.cat(everything)
             xy = points[..., :2]
             presence = torch.cat([o.scores for o in observations if len(o.crops)]).to(points)
+            # a mesh with a NaN or infinite point found no face: taken in, it would stay in the
+            # track's smoothing for good and fail every batch its session is in
+            presence = torch.where(points.isfinite().flatten(1).all(dim=1), presence, torch.zeros_like(presence))
             summary = torch.cat((xy.amin(dim=1), xy.amax(dim=1), presence[:, None]), dim=1).tolist()
             extents, scores = [row[:4] for row in summary], [row[4] for row in summary]
         else:

@@ -111,6 +111,23 @@ def test_float_frames_find_the_same_hands_as_uint8(detector, landmarker):
         detector.detect(frame[..., :2])
 
 
+def test_a_hand_whose_landmarks_are_not_finite_is_dropped(detector, landmarker, monkeypatch):
+    """A model gone NaN (fp16 overflow) must not draw a NaN mask over the swap."""
+    frame = torch.from_numpy(grid_tile(*WITH_A_HAND["hand over the mouth"]))[None]
+    (palms,) = detector.detect(frame)
+    (found,) = landmarker.landmarks(frame, [palms])
+    assert len(found) >= 1
+    run = landmarker.net.run
+
+    def broken(crops):
+        points, presence, *rest = run(crops)
+        return (points * float("nan"), presence, *rest)
+
+    monkeypatch.setattr(landmarker.net, "run", broken)
+    (found,) = landmarker.landmarks(frame, [palms])
+    assert len(found) == 0
+
+
 def test_a_mask_of_a_window_is_that_window_of_the_frames_mask():
     points = torch.tensor([[100.0 + 2 * i, 200.0 - 5 * i] for i in range(21)])
     hands = [Hands(points[None], torch.tensor([0.99]))]

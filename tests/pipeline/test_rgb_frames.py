@@ -53,6 +53,13 @@ def test_a_window_is_converted_once_with_what_bilinear_reads_around_it(batch, co
     assert torch.equal(frames.tensor[:, :, 228:, 298:], whole[:, :, 228:, 298:])
 
 
+def test_a_window_with_bounds_that_are_not_finite_converts_nothing(batch, conversions) -> None:
+    frames = RgbFrames.from_i420(batch, lazy=True)
+    frames.window(None, float("nan"), 10, 50, 50)
+    frames.window([0], 10, 10, float("inf"), 50)
+    assert conversions == []
+
+
 def test_whole_frames_and_windows_of_some_frames_convert_only_those(batch, conversions) -> None:
     frames = RgbFrames.from_i420(batch, lazy=True)
     whole = i420_to_rgb(batch)

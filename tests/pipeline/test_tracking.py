@@ -394,6 +394,26 @@ def test_bad_batches_are_refused() -> None:
         TrackingSettings(detect_every=0)
 
 
+def test_a_mesh_with_nan_or_infinite_points_counts_as_missed() -> None:
+    """A broken mesh (a model gone NaN) never enters a track's smoothing: the face is held as for
+    a miss, then followed again."""
+    world = World(Tracker())
+    for _ in range(3):
+        world.step({"a": [Face(300, 200)]})
+    for bad in (float("nan"), float("inf")):
+        plan = world.tracker.plan([("a", world.frame / FPS)])
+        crops = world.tracker.crops(plan.sessions[0], None)
+        points = torch.stack([Face(300, 200).points] * len(crops))
+        points[0, 5, 0] = bad
+        world.tracker.update([Observation("a", world.frame / FPS, False, crops, points, torch.full((len(crops),), 0.95))])
+        world.frame += 1
+        (track,) = world.tracker.tracks("a")
+        assert track.misses == 1 and bool(track.smoothed.isfinite().all())
+        world.step({"a": [Face(300, 200)]})
+        (track,) = world.tracker.tracks("a")
+        assert track.misses == 0 and track.id == 1
+
+
 def test_state_stays_bounded_while_faces_come_and_go() -> None:
     """10,000 frames of one session whose faces appear, move and vanish at random."""
     settings = TrackingSettings(detect_every=7, max_faces=3)

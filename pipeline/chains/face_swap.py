@@ -208,7 +208,9 @@ class FaceSwapChain:
         with timer.stage("convert"):
             # what every model reads (model_input.py)
             frames_rgb = RgbFrames.from_i420(i420, lazy=self.convert_where_read)
-        tracks = self._track(items, frames_rgb)
+        now = time.monotonic()
+        times = [now if item.time is None else item.time for item in items]  # what smoothing measures
+        tracks = self._track(items, times, frames_rgb)
         rgb = frames_rgb.tensor
         targets, frame_index, face_sources, visibility = [], [], [], []
         for frame, frame_tracks in enumerate(tracks):
@@ -251,7 +253,7 @@ class FaceSwapChain:
             with timer.stage("hands"):
                 faces = [points[index == frame] for frame in range(len(items))]
                 boxes = [torch.cat((face.amin(dim=1), face.amax(dim=1)), dim=1) for face in faces]
-                found = self.hands.hands([item.session_id for item in items], frames_rgb, boxes)
+                found = self.hands.hands([item.session_id for item in items], frames_rgb, boxes, times)
                 hands = hand_masks(found, bottom - top, right - left, rgb.device, origin=(top, left))
             if hands is not None:
                 weight = weight * (1.0 - hands)
@@ -289,11 +291,10 @@ class FaceSwapChain:
         with self.timer.stage("convert"):
             _write_window(merged, badge, plate, (0, bottom - top, 0, right - left), (top, left))
 
-    def _track(self, items: list[ChainItem], frames_rgb: RgbFrames) -> list[tuple[Track, ...]]:
+    def _track(self, items: list[ChainItem], times: list[float], frames_rgb: RgbFrames) -> list[tuple[Track, ...]]:
         """Each frame's face tracks: the detector runs only where the tracker asks (no face yet, a
         face lost, or periodically for new faces); every face is meshed from its last landmarks."""
-        now = time.monotonic()
-        plan = self.tracker.plan([(item.session_id, now if item.time is None else item.time) for item in items])
+        plan = self.tracker.plan([(item.session_id, frame_time) for item, frame_time in zip(items, times)])
         rgb = frames_rgb.tensor
         detected = {}
         if plan.to_detect:

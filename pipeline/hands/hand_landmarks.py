@@ -71,6 +71,7 @@ class Rois:
 class Hands:
     points: torch.Tensor  # [K, 21, 2] frame pixels
     presence: torch.Tensor  # [K]
+    crops: torch.Tensor | None = None  # [K] which of the frame's crops each was found in (None: not known)
 
     def __len__(self) -> int:
         return int(self.presence.shape[0])
@@ -111,8 +112,12 @@ class HandLandmarker:
         )  # fmt: skip
         presence = presence.reshape(-1)
         owner = torch.tensor(owners, device=self.device)
+        crop = torch.tensor([row for found in rois for row in range(len(found))], device=self.device)
         keep = (presence >= self.presence_threshold) & frame_points.isfinite().flatten(1).all(dim=1)
-        return [Hands(frame_points[(owner == f) & keep], presence[(owner == f) & keep]) for f in range(batch)]
+        return [
+            Hands(frame_points[(owner == f) & keep], presence[(owner == f) & keep], crop[(owner == f) & keep])
+            for f in range(batch)
+        ]
 
 
 def rois_from_palms(palms: Palms) -> Rois:

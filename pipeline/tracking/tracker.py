@@ -31,6 +31,8 @@ DetectReason = Literal["no_faces", "lost", "periodic"]
 # counts as one frame at 30 fps after the last: the smoothing keeps following the face instead of
 # holding it where it was.
 STALLED_CLOCK_DT = 1 / 30
+# Frame coordinates no mesh of a real face comes near (frames are at most a few thousand pixels).
+MAX_COORDINATE = 1e5
 
 
 @dataclass(frozen=True)
@@ -218,9 +220,10 @@ class Tracker:
             points = torch.cat(everything)
             xy = points[..., :2]
             presence = torch.cat([o.scores for o in observations if len(o.crops)]).to(points)
-            # a mesh with a NaN or infinite point found no face: taken in, it would stay in the
-            # track's smoothing for good and fail every batch its session is in
-            presence = torch.where(points.isfinite().flatten(1).all(dim=1), presence, torch.zeros_like(presence))
+            # a mesh with a NaN, infinite or absurd point (a model fault) found no face: taken in, it
+            # would stay in the track's smoothing for good and fail every batch its session is in
+            sound = (points.abs() < MAX_COORDINATE).flatten(1).all(dim=1)  # False for NaN too
+            presence = torch.where(sound, presence, torch.zeros_like(presence))
             summary = torch.cat((xy.amin(dim=1), xy.amax(dim=1), presence[:, None]), dim=1).tolist()
             extents, scores = [row[:4] for row in summary], [row[4] for row in summary]
         else:

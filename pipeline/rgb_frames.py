@@ -49,9 +49,8 @@ class RgbFrames:
         return cls(tensor)
 
     def whole(self, frames: Iterable[int]) -> None:
-        """Makes every pixel of these frames ready."""
-        for frame in frames:
-            self._make_ready([frame], (0, self.height, 0, self.width))
+        """Makes every pixel of these frames ready (in one conversion)."""
+        self._make_ready(list(frames), (0, self.height, 0, self.width))
 
     def window(self, frames: Iterable[int] | None, x1: float, y1: float, x2: float, y2: float) -> None:
         """Makes the pixels a bilinear sampler reads for points in [x1, x2] x [y1, y2] (frame pixels,

@@ -65,8 +65,9 @@ def test_whole_frames_and_windows_of_some_frames_convert_only_those(batch, conve
     whole = i420_to_rgb(batch)
     frames.whole([2])
     frames.window(None, 10, 10, 50, 50)  # frame 2 has it already
-    assert conversions == [(1, 0, 240, 0, 320), (2, 8, 52, 8, 52)]
-    assert torch.equal(frames.tensor[2], whole[2])
+    frames.whole([0, 2, 1])  # frames 0 and 1 at once
+    assert conversions == [(1, 0, 240, 0, 320), (2, 8, 52, 8, 52), (2, 0, 240, 0, 320)]
+    assert torch.equal(frames.tensor, whole)
     assert torch.equal(frames.tensor[:2, :, 8:52, 8:52], whole[:2, :, 8:52, 8:52])
 
 

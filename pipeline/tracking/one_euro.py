@@ -36,6 +36,17 @@ AFFINE_SIGMAS = 4.0
 MIN_POINTS = 8
 
 
+# A frame time that stands still or goes back (a sender's broken timestamps, a clock that wrapped)
+# counts as one frame at 30 fps after the last: the smoothing keeps following instead of holding
+# the points where they were (a dt of 0 keeps a row's value).
+STALLED_CLOCK_DT = 1 / 30
+
+
+def seconds_between(then: float, now: float) -> float:
+    """The dt of a filter step from frame time `then` to `now` (see STALLED_CLOCK_DT)."""
+    return now - then if now > then else STALLED_CLOCK_DT
+
+
 @dataclass(frozen=True)
 class OneEuroSettings:
     min_cutoff: float = 0.1  # Hz: the cutoff of a still face

@@ -23,14 +23,10 @@ import torch
 
 from pipeline.detect import Detections
 from pipeline.landmarks import boxes_from_points
-from pipeline.tracking.one_euro import OneEuroSettings, OneEuroState, one_euro_step
+from pipeline.tracking.one_euro import OneEuroSettings, OneEuroState, one_euro_step, seconds_between
 
 DetectReason = Literal["no_faces", "lost", "periodic"]
 
-# A frame time that stands still or goes back (a sender's broken timestamps, a clock that wrapped)
-# counts as one frame at 30 fps after the last: the smoothing keeps following the face instead of
-# holding it where it was.
-STALLED_CLOCK_DT = 1 / 30
 # Frame coordinates no mesh of a real face comes near (frames are at most a few thousand pixels).
 MAX_COORDINATE = 1e5
 
@@ -272,8 +268,7 @@ class Tracker:
                 assert points is not None
                 track = self._new_track(state, points[row], observation.frame_time)
             found.add(track.id)
-            since = observation.frame_time - track.seen_at
-            seen.append(_Seen(track, row, since if since > 0 else STALLED_CLOCK_DT))
+            seen.append(_Seen(track, row, seconds_between(track.seen_at, observation.frame_time)))
             track.seen_at = observation.frame_time
             track.bounds = tuple(extents[row])  # type: ignore[assignment]
             track.misses = 0

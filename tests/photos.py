@@ -41,3 +41,10 @@ def face_path(name: str) -> Path:
 def face_rgb(name: str) -> np.ndarray:
     with av.open(str(face_path(name))) as container:
         return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
+def face_i420(name: str, width: int = 640, height: int = 480) -> np.ndarray:
+    """A photo as one yuv420p video frame, as a stand-in camera sends it (aspect kept, black around)."""
+    from stream.still_picture import fitted_i420
+
+    return fitted_i420(face_rgb(name), width, height)

@@ -4,7 +4,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 import torch
@@ -14,11 +13,7 @@ from pipeline.chains import UnknownChain, create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.learned import ModelFileInvalid, ModelFileMissing, file_sha256
 from standin_models import make_arcface, make_inswapper
-from photos import face_rgb
-
-
-def i420(name: str) -> np.ndarray:
-    return av.VideoFrame.from_ndarray(face_rgb(name), format="rgb24").reformat(640, 480, format="yuv420p").to_ndarray()
+from photos import face_i420, face_rgb
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +39,7 @@ def chain_and_face(models_dir):
 
 def test_swaps_inside_the_face_box_only(chain_and_face):
     chain, face_id = chain_and_face
-    target = i420("obama2.jpg")
+    target = face_i420("obama2.jpg")
     out = chain.run([ChainItem("a", target, {"face_id": face_id})])[0]
     assert out is not None
     changed = (out != target)[:480]
@@ -56,7 +51,7 @@ def test_swaps_inside_the_face_box_only(chain_and_face):
 
 def test_a_batch_equals_its_frames_one_by_one(chain_and_face):
     chain, face_id = chain_and_face
-    frames = [i420("obama.jpg"), i420("obama3.jpg")]
+    frames = [face_i420("obama.jpg"), face_i420("obama3.jpg")]
     together = chain.run([ChainItem(f"t{n}", f, {"face_id": face_id}) for n, f in enumerate(frames)])
     alone = [chain.run([ChainItem(f"s{n}", f, {"face_id": face_id})])[0] for n, f in enumerate(frames)]
     for a, b in zip(together, alone):

@@ -11,12 +11,8 @@ import pipeline.rgb_frames as rgb_frames
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary, FaceNotFound
-from photos import face_rgb
+from photos import face_i420, face_rgb
 from sdist_photos import video_frames
-
-
-def i420(name: str, width: int = 640, height: int = 480) -> np.ndarray:
-    return av.VideoFrame.from_ndarray(face_rgb(name), format="rgb24").reformat(width, height, format="yuv420p").to_ndarray()
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +33,7 @@ def test_no_face_in_a_photo_means_no_analysis(chain_and_faces):
 
 def test_swaps_the_face_and_leaves_the_rest_bit_exact(chain_and_faces):
     chain, _, face_id = chain_and_faces
-    target = i420("obama2.jpg")
+    target = face_i420("obama2.jpg")
     out = chain.run([ChainItem("a", target, {"face_id": face_id})])[0]
     assert isinstance(out, np.ndarray) and out.shape == target.shape
     changed = out != target
@@ -51,7 +47,7 @@ def test_swaps_the_face_and_leaves_the_rest_bit_exact(chain_and_faces):
 
 def test_frames_without_a_source_face_pass_through_unprocessed(chain_and_faces):
     chain, _, face_id = chain_and_faces
-    target = i420("obama.jpg")
+    target = face_i420("obama.jpg")
     background = np.full_like(target, 128)
     results = chain.run([ChainItem("a", target, {}), ChainItem("b", background, {"face_id": face_id})])
     assert results == [None, None], "no face chosen, or no face in the frame: passed through, not charged"
@@ -59,7 +55,7 @@ def test_frames_without_a_source_face_pass_through_unprocessed(chain_and_faces):
 
 def test_unknown_face_fails_only_its_frame(chain_and_faces):
     chain, _, face_id = chain_and_faces
-    target = i420("obama.jpg")
+    target = face_i420("obama.jpg")
     results = chain.run([ChainItem("a", target, {"face_id": "gone"}), ChainItem("b", target, {"face_id": face_id})])
     assert isinstance(results[0], FaceNotFound)
     assert isinstance(results[1], np.ndarray)
@@ -67,7 +63,7 @@ def test_unknown_face_fails_only_its_frame(chain_and_faces):
 
 def test_a_batch_equals_its_frames_one_by_one(chain_and_faces):
     chain, _, face_id = chain_and_faces
-    frames = [i420("obama.jpg"), i420("obama3.jpg")]
+    frames = [face_i420("obama.jpg"), face_i420("obama3.jpg")]
     together = chain.run([ChainItem(f"together-{n}", f, {"face_id": face_id}) for n, f in enumerate(frames)])
     alone = [chain.run([ChainItem(f"alone-{n}", f, {"face_id": face_id})])[0] for n, f in enumerate(frames)]
     for a, b in zip(together, alone):
@@ -81,7 +77,7 @@ def test_a_batch_equals_its_frames_one_by_one(chain_and_faces):
 def test_a_still_frame_gives_a_still_swap(chain_and_faces):
     """Tracking and smoothing: the same frame 30 times gives (nearly) the same output every time."""
     chain, _, face_id = chain_and_faces
-    target = i420("obama3.jpg")
+    target = face_i420("obama3.jpg")
     outputs = [chain.run([ChainItem("still", target, {"face_id": face_id})])[0].astype(np.int16) for _ in range(30)]
     changes = [float(np.abs(b - a).mean()) for a, b in zip(outputs, outputs[1:])]
     print("frame-to-frame mean change:", " ".join(f"{c:.3f}" for c in changes))
@@ -91,7 +87,7 @@ def test_a_still_frame_gives_a_still_swap(chain_and_faces):
 
 def test_a_face_that_disappears_fades_out_then_passes_through(chain_and_faces):
     chain, _, face_id = chain_and_faces
-    face, empty = i420("obama.jpg"), np.full_like(i420("obama.jpg"), 128)
+    face, empty = face_i420("obama.jpg"), np.full_like(face_i420("obama.jpg"), 128)
     assert chain.run([ChainItem("gone", face, {"face_id": face_id})])[0] is not None
     held = [chain.run([ChainItem("gone", empty, {"face_id": face_id})])[0] for _ in range(5)]
     assert held[0] is not None, "the last good swap is held for a few frames"
@@ -136,7 +132,7 @@ def test_the_swapped_face_keeps_the_targets_landmarks(chain_and_faces):
     from pipeline.swap.source import mesh_points
 
     chain, _, face_id = chain_and_faces
-    target = i420("obama3.jpg")
+    target = face_i420("obama3.jpg")
     out = chain.run([ChainItem("geometry", target, {"face_id": face_id})])[0]
 
     def landmarks(image: np.ndarray) -> torch.Tensor:
@@ -178,7 +174,7 @@ def test_tilted_faces_are_swapped(chain_and_faces, degrees):
 def test_a_hand_over_the_face_keeps_or_fades_the_swap(chain_and_faces):
     """Part of the face covered: the swap goes on, or is held and faded — never a crash or a broken frame."""
     chain, _, face_id = chain_and_faces
-    clear = i420("obama3.jpg")
+    clear = face_i420("obama3.jpg")
     covered = clear.copy()
     covered[240:420, 120:330] = 150  # a flat, skin-toned patch over the lower face (luma only)
     assert chain.run([ChainItem("hand", clear, {"face_id": face_id})])[0] is not None
@@ -251,7 +247,7 @@ def test_one_sessions_broken_mesh_fails_no_frame(chain_and_faces, monkeypatch):
     mesh is sound again the first is swapped again. (It used to fail every batch the session was in,
     for good: the NaN mesh stayed in the track's smoothing.)"""
     chain, _, face_id = chain_and_faces
-    frames = {"broken": i420("obama.jpg"), "sound": i420("obama3.jpg")}  # faces FaceMesh is sure of
+    frames = {"broken": face_i420("obama.jpg"), "sound": face_i420("obama3.jpg")}  # faces FaceMesh is sure of
     items = [ChainItem(session, frame, {"face_id": face_id}) for session, frame in frames.items()]
     for _ in range(4):  # tracking settles: crops from the landmarks
         _, reference = chain.run(items)

@@ -8,7 +8,7 @@ import torch
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
-from photos import face_rgb
+from photos import face_i420, face_rgb
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +23,7 @@ def chain_with_face(device: str):
 
 
 def target() -> np.ndarray:
-    return av.VideoFrame.from_ndarray(face_rgb("obama.jpg"), format="rgb24").reformat(640, 480, format="yuv420p").to_ndarray()
+    return face_i420("obama.jpg")
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ import av
 import numpy as np
 from support import face_path, free_port  # noqa: F401  (face_path re-exported for the browser tests)
 
+from stream.still_picture import top_at_aspect
+
 CHROMIUM_BINARY = "/usr/bin/chromium"
 CHROMEDRIVER_BINARY = "/usr/bin/chromedriver"
 
@@ -31,16 +33,12 @@ Y4M_HEADER = f"YUV4MPEG2 W{Y4M_WIDTH} H{Y4M_HEIGHT} F30:1 Ip A1:1 C420jpeg\n".en
 
 def write_y4m(photo: Path, destination: Path, frames: int = 30) -> Path:
     """Writes a still 640x480 yuv420p y4m clip of `photo`, `frames` identical frames long
-    (Chromium's fake camera loops it). The photo is scaled to cover 640x480 and centre-cropped."""
+    (Chromium's fake camera loops it), framed as a webcam frames a caller: a portrait's top, a
+    landscape's middle, at 4:3 (stream.still_picture.top_at_aspect), scaled to 640x480."""
     with av.open(str(photo)) as container:
         rgb = next(container.decode(video=0)).to_ndarray(format="rgb24")
-    height, width = rgb.shape[:2]
-    scale = max(Y4M_WIDTH / width, Y4M_HEIGHT / height)
-    scaled_w, scaled_h = max(Y4M_WIDTH, round(width * scale)), max(Y4M_HEIGHT, round(height * scale))
-    scaled = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(scaled_w, scaled_h).to_ndarray(format="rgb24")
-    top, left = (scaled_h - Y4M_HEIGHT) // 2, (scaled_w - Y4M_WIDTH) // 2
-    cropped = np.ascontiguousarray(scaled[top : top + Y4M_HEIGHT, left : left + Y4M_WIDTH])
-    yuv = av.VideoFrame.from_ndarray(cropped, format="rgb24").reformat(Y4M_WIDTH, Y4M_HEIGHT, format="yuv420p")
+    framed = top_at_aspect(rgb, Y4M_WIDTH, Y4M_HEIGHT)
+    yuv = av.VideoFrame.from_ndarray(framed, format="rgb24").reformat(Y4M_WIDTH, Y4M_HEIGHT, format="yuv420p")
     planes = b"".join(_plane_bytes(yuv, index) for index in range(3))
     with open(destination, "wb") as out:
         out.write(Y4M_HEADER)
@@ -135,6 +133,18 @@ class ServerProcess:
         finally:
             self._log.close()
 
+
+
+@contextlib.contextmanager
+def served(log_path: Path, chain: str = "invert", extra_args: tuple[str, ...] = (), ready_timeout: float = 30.0) -> Iterator[ServerProcess]:
+    """A ServerProcess for the length of a with-block; it must then exit cleanly on SIGTERM."""
+    process = ServerProcess(log_path, chain=chain, extra_args=extra_args)
+    try:
+        process.wait_ready(timeout=ready_timeout)
+        yield process
+    finally:
+        exit_code = process.terminate(timeout=10)
+    assert exit_code == 0, f"server did not exit cleanly on SIGTERM (code {exit_code}):\n{process.log_tail()}"
 
 # ---- the browser ------------------------------------------------------------------------------
 
@@ -432,3 +442,41 @@ def alert_text(driver: Any) -> str:
     return driver.execute_script(
         "return Array.from(document.querySelectorAll('[role=alert]')).map((e) => e.textContent).join(' ');"
     )
+
+
+def assert_media_on_loopback(driver: Any) -> None:
+    """streaming.md's network rule: all test traffic, media included, stays on 127.0.0.1. The
+    browser also has a host candidate on eth0; no check from it may succeed, so that no pair
+    (selected or not) other than 127.0.0.1 <-> 127.0.0.1 ever carries anything."""
+    pairs = driver.execute_async_script(CANDIDATE_PAIRS_JS)
+    assert [p for p in pairs if p["selected"]], pairs
+    off_loopback = [
+        p for p in pairs
+        if (p["state"] == "succeeded" or p["bytes"] > 0 or p["selected"])
+        and not (p["local"] == "127.0.0.1" and p["remote"] == "127.0.0.1")
+    ]  # fmt: skip
+    assert not off_loopback, f"candidate pairs off loopback: {off_loopback}"
+
+
+def assert_live_numbers_shown(driver: Any, session_id: str) -> None:
+    """The numbers from the data channel and from getStats are on the page."""
+
+    def server_fps() -> float | None:
+        shown = text_of(driver, "stat-fps-out")
+        return float(NUMBER.match(shown).group(0)) if NUMBER.match(shown) else None
+
+    fps_out = wait_for(server_fps, 5, "numeric fps from the data channel in #stats")
+    assert fps_out > 0
+    assert NUMBER.match(text_of(driver, "stat-fps-in"))
+    assert driver.execute_script("return window.facefuse.serverStats.session_id;") == session_id
+    assert NUMBER.match(text_of(driver, "stat-frames-decoded"))
+    assert driver.find_element("id", "stats").is_displayed()
+
+
+def stop_and_see_the_session_end(driver: Any, server: ServerProcess) -> None:
+    """Stop closes the peer and ends the session on the server, with no error shown."""
+    driver.find_element("id", "stop").click()
+    wait_for(lambda: not live_sessions(server), 5, "no live session after Stop")
+    wait_for(lambda: text_of(driver, "status").strip() == "Stopped.", 5, "status says Stopped")
+    assert driver.execute_script("return window.facefuse.pc;") is None
+    assert alert_text(driver).strip() == ""

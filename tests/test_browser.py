@@ -21,17 +21,19 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from browser_support import (
     BREAK_ICE_JS,
-    CANDIDATE_PAIRS_JS,
     INBOUND_VIDEO_STATS_JS,
     VIDEO_GREY_JS,
     ServerProcess,
+    alert_text,
+    assert_live_numbers_shown,
+    assert_media_on_loopback,
     chromium,
     chromium_flags,
     face_path,
-    NUMBER,
-    alert_text,
     http_json,
     live_sessions,
+    served,
+    stop_and_see_the_session_end,
     text_of,
     wait_for,
     write_y4m,
@@ -50,13 +52,8 @@ def camera_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("server") / "server.log", chain="invert")
-    try:
-        process.wait_ready(timeout=30)
+    with served(tmp_path_factory.mktemp("server") / "server.log", chain="invert") as process:
         yield process
-    finally:
-        exit_code = process.terminate(timeout=5)
-    assert exit_code == 0, f"server did not exit cleanly on SIGTERM (code {exit_code}):\n{process.log_tail()}"
 
 
 OpenBrowser = Callable[..., WebDriver]
@@ -123,30 +120,12 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
     r, local_std = wait_for(inverted, 10, "remote video is the inverted local video (Pearson r < -0.6)", 0.5)
     assert local_std > 10 and r < -0.6
 
-    # The numbers from the data channel and from getStats are on the page.
-    def server_fps() -> float | None:
-        shown = text_of(driver, "stat-fps-out")
-        return float(NUMBER.match(shown).group(0)) if NUMBER.match(shown) else None
-
-    fps_out = wait_for(server_fps, 5, "numeric fps from the data channel in #stats")
-    assert fps_out > 0
-    assert NUMBER.match(text_of(driver, "stat-fps-in"))
-    assert driver.execute_script("return window.facefuse.serverStats.session_id;") == session_id
-    assert NUMBER.match(text_of(driver, "stat-frames-decoded"))
-    assert driver.find_element("id", "stats").is_displayed()
-
-    # Stop closes the peer and ends the session on the server.
-    driver.find_element("id", "stop").click()
-    wait_for(lambda: not live_sessions(server), 5, "no live session after Stop")
-    wait_for(lambda: text_of(driver, "status").strip() == "Stopped.", 5, "status says Stopped")
-    assert driver.execute_script("return window.facefuse.pc;") is None
-    assert alert_text(driver).strip() == ""
+    assert_live_numbers_shown(driver, session_id)
+    stop_and_see_the_session_end(driver, server)
 
 
 def test_media_stays_on_loopback(server: ServerProcess, browser: OpenBrowser) -> None:
-    """streaming.md's network rule: all test traffic, media included, stays on 127.0.0.1. The
-    browser also has a host candidate on eth0; no check from it may succeed, so that no pair
-    (selected or not) other than 127.0.0.1 <-> 127.0.0.1 ever carries anything."""
+    """streaming.md's network rule (see assert_media_on_loopback)."""
     driver = browser()
     driver.get(f"{server.base_url}/")
     driver.find_element("id", "start").click()
@@ -156,14 +135,7 @@ def test_media_stays_on_loopback(server: ServerProcess, browser: OpenBrowser) ->
         "first decoded remote frame",
     )
     time.sleep(2.0)  # Chromium may switch pairs after the first one connects
-    pairs = driver.execute_async_script(CANDIDATE_PAIRS_JS)
-    assert [p for p in pairs if p["selected"]], pairs
-    off_loopback = [
-        p for p in pairs
-        if (p["state"] == "succeeded" or p["bytes"] > 0 or p["selected"])
-        and not (p["local"] == "127.0.0.1" and p["remote"] == "127.0.0.1")
-    ]  # fmt: skip
-    assert not off_loopback, f"candidate pairs off loopback: {off_loopback}"
+    assert_media_on_loopback(driver)
     driver.find_element("id", "stop").click()
     wait_for(lambda: not live_sessions(server), 5, "no live session after Stop")
 

@@ -16,6 +16,7 @@ from browser_support import (
     chromium_flags,
     face_path,
     http_json,
+    served,
     text_of,
     wait_for,
     write_y4m,
@@ -31,13 +32,8 @@ TOKENS = re.compile(r"^\s*(\d+(?:\.\d+)?) tokens")
 def metered_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     # Short thresholds so a low balance shows the slow level within seconds.
     args = ("--admin-key", ADMIN, "--quota-setting", "slow_below_s=20", "--quota-setting", "crawl_below_s=2")
-    process = ServerProcess(tmp_path_factory.mktemp("metered") / "server.log", chain="invert", extra_args=args)
-    try:
-        process.wait_ready(timeout=30)
+    with served(tmp_path_factory.mktemp("metered") / "server.log", chain="invert", extra_args=args) as process:
         yield process
-    finally:
-        exit_code = process.terminate(timeout=5)
-    assert exit_code == 0, process.log_tail()
 
 
 def create_account(server: ServerProcess, account_id: str, balance: float) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
@@ -17,6 +16,7 @@ from browser_support import (
     chromium,
     chromium_flags,
     face_path,
+    served,
     wait_for,
     write_y4m,
 )
@@ -26,31 +26,12 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("swap") / "server.log", chain="mesh")
-    try:
-        process.wait_ready(timeout=60)
+    with served(tmp_path_factory.mktemp("swap") / "server.log", chain="mesh", ready_timeout=60) as process:
         yield process
-    finally:
-        exit_code = process.terminate(timeout=10)
-    assert exit_code == 0, process.log_tail()
-
-
-def top_of_portrait(photo: Path, destination: Path) -> Path:
-    """The 4:3 top of a portrait (the face; write_y4m crops the centre, which would cut it off)."""
-    with av.open(str(photo)) as container:
-        rgb = next(container.decode(video=0)).to_ndarray(format="rgb24")
-    top = np.ascontiguousarray(rgb[: rgb.shape[1] * 3 // 4])
-    with av.open(str(destination), "w") as output:
-        stream = output.add_stream("png")
-        stream.height, stream.width = top.shape[:2]
-        stream.pix_fmt = "rgb24"
-        for packet in [*stream.encode(av.VideoFrame.from_ndarray(top, format="rgb24")), *stream.encode()]:
-            output.mux(packet)
-    return destination
 
 
 def test_the_page_shows_the_swapped_face(default_server: ServerProcess, tmp_path: Path) -> None:
-    clip = write_y4m(top_of_portrait(face_path("obama.jpg"), tmp_path / "obama-top.png"), tmp_path / "obama.y4m", frames=30)
+    clip = write_y4m(face_path("obama.jpg"), tmp_path / "obama.y4m", frames=30)
     profile = tmp_path / "profile"
     profile.mkdir()
     with chromium(chromium_flags(clip, profile)) as driver:

@@ -17,19 +17,19 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from browser_support import (
-    CANDIDATE_PAIRS_JS,
     FIREFOX_BINARY,
     INBOUND_VIDEO_STATS_JS,
     VIDEO_MEAN_RGB_JS,
     ServerProcess,
+    alert_text,
+    assert_live_numbers_shown,
+    assert_media_on_loopback,
     face_path,
     firefox,
     geckodriver_binary,
-    NUMBER,
-    alert_text,
     http_json,
-    live_sessions,
-    text_of,
+    served,
+    stop_and_see_the_session_end,
     wait_for,
 )
 
@@ -46,13 +46,8 @@ def require_firefox() -> None:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path / "server.log", chain="invert")
-    try:
-        process.wait_ready(timeout=30)
+    with served(tmp_path / "server.log", chain="invert") as process:
         yield process
-    finally:
-        exit_code = process.terminate(timeout=5)
-    assert exit_code == 0, f"server did not exit cleanly on SIGTERM (code {exit_code}):\n{process.log_tail()}"
 
 
 @pytest.fixture
@@ -94,14 +89,7 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
     assert second - first >= 20, f"framesDecoded {first} -> {second} in 2 s"
 
     # Media went over 127.0.0.1 <-> 127.0.0.1 only.
-    pairs = driver.execute_async_script(CANDIDATE_PAIRS_JS)
-    assert [p for p in pairs if p["selected"]], pairs
-    off_loopback = [
-        p for p in pairs
-        if (p["state"] == "succeeded" or p["bytes"] > 0 or p["selected"])
-        and not (p["local"] == "127.0.0.1" and p["remote"] == "127.0.0.1")
-    ]  # fmt: skip
-    assert not off_loopback, f"candidate pairs off loopback: {off_loopback}"
+    assert_media_on_loopback(driver)
 
     # The remote picture is the processed (inverted) local one. Both are read in one script, a
     # frame or two apart; the fake camera's colour moves about 1-2 levels per frame.
@@ -122,21 +110,5 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
     except AssertionError as error:
         raise AssertionError(f"{error}; last mean RGB seen: {last}") from None
 
-    # The numbers from the data channel and from getStats are on the page.
-    def server_fps() -> float | None:
-        shown = text_of(driver, "stat-fps-out")
-        return float(NUMBER.match(shown).group(0)) if NUMBER.match(shown) else None
-
-    fps_out = wait_for(server_fps, 5, "numeric fps from the data channel in #stats")
-    assert fps_out > 0
-    assert NUMBER.match(text_of(driver, "stat-fps-in"))
-    assert driver.execute_script("return window.facefuse.serverStats.session_id;") == session_id
-    assert NUMBER.match(text_of(driver, "stat-frames-decoded"))
-    assert driver.find_element("id", "stats").is_displayed()
-
-    # Stop closes the peer and ends the session on the server.
-    driver.find_element("id", "stop").click()
-    wait_for(lambda: not live_sessions(server), 5, "no live session after Stop")
-    wait_for(lambda: text_of(driver, "status").strip() == "Stopped.", 5, "status says Stopped")
-    assert driver.execute_script("return window.facefuse.pc;") is None
-    assert alert_text(driver).strip() == ""
+    assert_live_numbers_shown(driver, session_id)
+    stop_and_see_the_session_end(driver, server)

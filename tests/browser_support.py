@@ -444,6 +444,35 @@ def alert_text(driver: Any) -> str:
     )
 
 
+def started_session(driver: Any, server: ServerProcess, face_id: str | None) -> str:
+    """Clicks Start and returns the session's id once the page has one (failing at once if the
+    page shows an error instead); the server knows the session, with the face chosen."""
+    driver.find_element("id", "start").click()
+
+    def session_or_error() -> str | None:
+        shown = alert_text(driver).strip()
+        assert not shown, f"the page shows an error instead of starting: {shown}"
+        return driver.execute_script("return document.body.dataset.sessionId || null;")
+
+    session_id = wait_for(session_or_error, 15, "session id")
+    assert driver.execute_script("return window.facefuse.sessionId;") == session_id
+    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
+    assert status == 200 and snapshot["face_id"] == face_id, snapshot
+    return session_id
+
+
+def assert_remote_frames_keep_coming(driver: Any) -> None:
+    """The page decodes the server's video: a first frame within 15 s, then 20 or more in 2 s."""
+    first = wait_for(
+        lambda: (driver.execute_async_script(INBOUND_VIDEO_STATS_JS) or {}).get("framesDecoded"),
+        15,
+        "first decoded remote frame",
+    )
+    time.sleep(2.0)
+    second = driver.execute_async_script(INBOUND_VIDEO_STATS_JS)["framesDecoded"]
+    assert second - first >= 20, f"framesDecoded {first} -> {second} in 2 s"
+
+
 def assert_media_on_loopback(driver: Any) -> None:
     """streaming.md's network rule: all test traffic, media included, stays on 127.0.0.1. The
     browser also has a host candidate on eth0; no check from it may succeed, so that no pair

@@ -27,12 +27,13 @@ from browser_support import (
     alert_text,
     assert_live_numbers_shown,
     assert_media_on_loopback,
+    assert_remote_frames_keep_coming,
     chromium,
     chromium_flags,
     face_path,
-    http_json,
     live_sessions,
     served,
+    started_session,
     stop_and_see_the_session_end,
     text_of,
     wait_for,
@@ -88,23 +89,8 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
     face_id = wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "face upload")
     assert alert_text(driver).strip() == ""
 
-    driver.find_element("id", "start").click()
-    session_id = wait_for(
-        lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session id"
-    )
-    assert driver.execute_script("return window.facefuse.sessionId;") == session_id
-    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
-    assert status == 200 and snapshot["face_id"] == face_id, snapshot
-
-    # Decoded remote frames keep coming.
-    first = wait_for(
-        lambda: (driver.execute_async_script(INBOUND_VIDEO_STATS_JS) or {}).get("framesDecoded"),
-        15,
-        "first decoded remote frame",
-    )
-    time.sleep(2.0)
-    second = driver.execute_async_script(INBOUND_VIDEO_STATS_JS)["framesDecoded"]
-    assert second - first >= 20, f"framesDecoded {first} -> {second} in 2 s"
+    session_id = started_session(driver, server, face_id)
+    assert_remote_frames_keep_coming(driver)
 
     # The remote picture is the processed (inverted) local one.
     def inverted() -> tuple[float, float] | None:

@@ -8,7 +8,6 @@ remote ~= 255 - local per channel (and clearly unlike local itself)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,17 +17,17 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from browser_support import (
     FIREFOX_BINARY,
-    INBOUND_VIDEO_STATS_JS,
     VIDEO_MEAN_RGB_JS,
     ServerProcess,
     alert_text,
     assert_live_numbers_shown,
     assert_media_on_loopback,
+    assert_remote_frames_keep_coming,
     face_path,
     firefox,
     geckodriver_binary,
-    http_json,
     served,
+    started_session,
     stop_and_see_the_session_end,
     wait_for,
 )
@@ -66,27 +65,8 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
     face_id = wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "face upload")
     assert alert_text(driver).strip() == ""
 
-    driver.find_element("id", "start").click()
-
-    def session_or_error() -> str | None:
-        shown = alert_text(driver).strip()
-        assert not shown, f"the page shows an error instead of starting: {shown}"
-        return driver.execute_script("return document.body.dataset.sessionId || null;")
-
-    session_id = wait_for(session_or_error, 15, "session id")
-    assert driver.execute_script("return window.facefuse.sessionId;") == session_id
-    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
-    assert status == 200 and snapshot["face_id"] == face_id, snapshot
-
-    # Decoded remote frames keep coming.
-    first = wait_for(
-        lambda: (driver.execute_async_script(INBOUND_VIDEO_STATS_JS) or {}).get("framesDecoded"),
-        15,
-        "first decoded remote frame",
-    )
-    time.sleep(2.0)
-    second = driver.execute_async_script(INBOUND_VIDEO_STATS_JS)["framesDecoded"]
-    assert second - first >= 20, f"framesDecoded {first} -> {second} in 2 s"
+    session_id = started_session(driver, server, face_id)
+    assert_remote_frames_keep_coming(driver)
 
     # Media went over 127.0.0.1 <-> 127.0.0.1 only.
     assert_media_on_loopback(driver)

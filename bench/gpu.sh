@@ -37,3 +37,4 @@ if "$PYTHON" -c "import aiortc" 2>/dev/null; then
 else
   echo "bench/streaming.py skipped: aiortc is not installed in $PYTHON (the pipeline checks above need only torch, av, tflite and the weight packages)"
 fi
+echo "bench/gpu.sh finished in ${SECONDS} s (target: under 300)"

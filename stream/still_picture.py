@@ -16,7 +16,7 @@ def fitted_i420(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
     """`rgb` (H, W, 3 uint8) fitted into a width x height yuv420p frame, as av's (H * 3 / 2, W) array."""
     if width % 2 or height % 2 or width <= 0 or height <= 0:
         raise ValueError(f"a yuv420p frame needs a positive even size, not {width}x{height}")
-    picture_h, picture_w = rgb.shape[:2]
+    picture_h, picture_w = _picture_size(rgb)
     scale = min(width / picture_w, height / picture_h)
     # even sizes and offsets: the picture's edge falls on whole chroma samples
     fit_w = min(width, max(2, 2 * round(picture_w * scale / 2)))
@@ -31,9 +31,15 @@ def fitted_i420(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
 def top_at_aspect(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
     """The top of a portrait cut to width:height, as a webcam frames a head and shoulders (the
     benchmarks send it: the face then fills the frame about as a caller's does)."""
-    picture_h, picture_w = rgb.shape[:2]
+    picture_h, picture_w = _picture_size(rgb)
     if picture_w * height <= picture_h * width:  # taller than the frame: keep the top
-        return np.ascontiguousarray(rgb[: round(picture_w * height / width)])
-    keep_w = round(picture_h * width / height)  # wider: keep the middle
+        return np.ascontiguousarray(rgb[: max(1, round(picture_w * height / width))])
+    keep_w = max(1, round(picture_h * width / height))  # wider: keep the middle
     left = (picture_w - keep_w) // 2
     return np.ascontiguousarray(rgb[:, left : left + keep_w])
+
+
+def _picture_size(rgb: np.ndarray) -> tuple[int, int]:
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.shape[0] == 0 or rgb.shape[1] == 0:
+        raise ValueError(f"a picture is an (H, W, 3) array with H, W > 0, not {rgb.shape}")
+    return rgb.shape[0], rgb.shape[1]

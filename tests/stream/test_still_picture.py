@@ -32,11 +32,14 @@ def test_a_white_portrait_fills_the_height_centred_with_its_aspect(width, height
     assert fitted_h == height or fitted_w == width, "as large as fits"
 
 
-def test_a_photo_keeps_its_content():
-    """The fitted frame, cut back to the picture and scaled up, is the photo (to video precision)."""
+def test_a_photo_keeps_its_content_and_its_shape():
+    """The fitted frame, cut back to the picture and scaled up, is the photo (to video precision):
+    nothing cut off; and the picture inside has the photo's aspect: nothing squashed."""
     photo = face_rgb("obama2.jpg")
     fitted = rgb_of(fitted_i420(photo, 640, 480))
     top, bottom, left, right = picture_extent(fitted)
+    aspect, photo_aspect = (right - left) / (bottom - top), photo.shape[1] / photo.shape[0]
+    assert abs(aspect - photo_aspect) < 0.02, f"aspect {aspect:.3f}, the photo's {photo_aspect:.3f}"
     inside = np.ascontiguousarray(fitted[top:bottom, left:right])
     back = av.VideoFrame.from_ndarray(inside, format="rgb24").reformat(photo.shape[1], photo.shape[0]).to_ndarray(format="rgb24")
     difference = np.abs(back.astype(int) - photo.astype(int)).mean()
@@ -48,6 +51,20 @@ def test_a_photo_keeps_its_content():
 def test_a_size_that_yuv420p_cannot_hold_is_refused(width, height):
     with pytest.raises(ValueError, match="positive even size"):
         fitted_i420(np.zeros((10, 10, 3), np.uint8), width, height)
+
+
+@pytest.mark.parametrize("shape", [(0, 10, 3), (10, 0, 3), (10, 10)])
+def test_an_empty_or_shapeless_picture_is_refused(shape):
+    for make in (lambda p: fitted_i420(p, 640, 480), lambda p: top_at_aspect(p, 640, 480)):
+        with pytest.raises(ValueError, match="a picture is an"):
+            make(np.zeros(shape, np.uint8))
+
+
+@pytest.mark.parametrize("shape, width, height", [((5, 1, 3), 1280, 480), ((1, 5, 3), 480, 1280), ((1, 3, 3), 2, 6), ((1, 5000, 3), 640, 480)])
+def test_a_sliver_of_a_picture_still_frames_and_fits(shape, width, height):
+    framed = top_at_aspect(np.full(shape, 200, np.uint8), width, height)
+    assert framed.shape[0] >= 1 and framed.shape[1] >= 1
+    assert fitted_i420(framed, width, height).shape == (height * 3 // 2, width)
 
 
 @pytest.mark.parametrize("shape, expected", [((1137, 910), (682, 910)), ((512, 512), (384, 512)), ((480, 1280), (480, 640))])

@@ -134,17 +134,19 @@ class ServerProcess:
             self._log.close()
 
 
-
 @contextlib.contextmanager
-def served(log_path: Path, chain: str = "invert", extra_args: tuple[str, ...] = (), ready_timeout: float = 30.0) -> Iterator[ServerProcess]:
+def served(
+    log_path: Path, chain: str = "invert", extra_args: tuple[str, ...] = (), ready_timeout: float = 30.0, stop_timeout: float = 5.0
+) -> Iterator[ServerProcess]:
     """A ServerProcess for the length of a with-block; it must then exit cleanly on SIGTERM."""
     process = ServerProcess(log_path, chain=chain, extra_args=extra_args)
     try:
         process.wait_ready(timeout=ready_timeout)
         yield process
     finally:
-        exit_code = process.terminate(timeout=10)
+        exit_code = process.terminate(timeout=stop_timeout)
     assert exit_code == 0, f"server did not exit cleanly on SIGTERM (code {exit_code}):\n{process.log_tail()}"
+
 
 # ---- the browser ------------------------------------------------------------------------------
 

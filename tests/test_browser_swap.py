@@ -26,7 +26,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with served(tmp_path_factory.mktemp("swap") / "server.log", chain="mesh", ready_timeout=60) as process:
+    with served(tmp_path_factory.mktemp("swap") / "server.log", chain="mesh", ready_timeout=60, stop_timeout=10) as process:
         yield process
 
 

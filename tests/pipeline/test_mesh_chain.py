@@ -175,10 +175,17 @@ def test_a_hand_over_the_face_keeps_or_fades_the_swap(chain_and_faces):
     """Part of the face covered: the swap goes on, or is held and faded — never a crash or a broken frame."""
     chain, _, face_id = chain_and_faces
     clear = face_i420("obama3.jpg")
+    rgb = av.VideoFrame.from_ndarray(clear, format="yuv420p").to_ndarray(format="rgb24")
+    left, top, right, bottom = chain.detector.detect(torch.from_numpy(rgb)[None])[0].boxes[0].tolist()
+    pad = 0.15 * (right - left)
+    rows = slice(round((top + bottom) / 2), round(bottom + pad))  # from the nose down, past the chin
+    cols = slice(round(left - pad), round(right + pad))
     covered = clear.copy()
-    covered[240:420, 120:330] = 150  # a flat, skin-toned patch over the lower face (luma only)
+    covered[rows, cols] = 150  # a flat, skin-toned patch over the lower face (luma only)
+    print(f"face box x {left:.0f}-{right:.0f}, y {top:.0f}-{bottom:.0f}; covered y {rows.start}-{rows.stop}")
     assert chain.run([ChainItem("hand", clear, {"face_id": face_id})])[0] is not None
     outputs = [chain.run([ChainItem("hand", covered, {"face_id": face_id})])[0] for _ in range(6)]
+    print("covered frames swapped or held:", ["yes" if out is not None else "no" for out in outputs])
     for out in outputs:
         if out is not None:
             assert out.shape == covered.shape and ((out != covered)[:480].mean() < 0.5)

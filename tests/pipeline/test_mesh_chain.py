@@ -11,6 +11,7 @@ import pipeline.rgb_frames as rgb_frames
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary, FaceNotFound
+from face_zone import changed_outside, detected_face_zone
 from photos import face_i420, face_rgb
 from sdist_photos import video_frames
 
@@ -39,7 +40,8 @@ def test_swaps_the_face_and_leaves_the_rest_bit_exact(chain_and_faces):
     changed = out != target
     luma_changed = changed[:480]
     print(f"changed: {luma_changed.mean():.1%} of luma pixels")
-    assert 0.01 < luma_changed.mean() < 0.5, "the face (and badge) change, not the whole frame"
+    assert luma_changed.mean() > 0.01, "the face changes"
+    assert changed_outside(target, out, detected_face_zone(chain.detector, target, grow=0.5)) == 0, "bit-exact elsewhere"
     rows, cols = np.nonzero(luma_changed)
     assert rows.min() < 40 and cols.max() > 560, "the disclosure badge is in the top-right corner"
     assert np.abs(out[:480].astype(int) - target[:480].astype(int))[luma_changed].mean() > 5
@@ -75,12 +77,18 @@ def test_a_batch_equals_its_frames_one_by_one(chain_and_faces):
 
 
 def test_a_still_frame_gives_a_still_swap(chain_and_faces):
-    """Tracking and smoothing: the same frame 30 times gives (nearly) the same output every time."""
+    """Tracking and smoothing: the same frame 30 times gives (nearly) the same output every time,
+    measured over the face and its surroundings (the rest of the frame never changes)."""
     chain, _, face_id = chain_and_faces
     target = face_i420("obama3.jpg")
-    outputs = [chain.run([ChainItem("still", target, {"face_id": face_id})])[0].astype(np.int16) for _ in range(30)]
-    changes = [float(np.abs(b - a).mean()) for a, b in zip(outputs, outputs[1:])]
-    print("frame-to-frame mean change:", " ".join(f"{c:.3f}" for c in changes))
+    zone = detected_face_zone(chain.detector, target, grow=0.5)
+    outputs = [chain.run([ChainItem("still", target, {"face_id": face_id})])[0] for _ in range(30)]
+    faces = [out[:480][zone].astype(np.int16) for out in outputs]
+    changes = [float(np.abs(b - a).mean()) for a, b in zip(faces, faces[1:])]
+    print("frame-to-frame mean change around the face:", " ".join(f"{c:.3f}" for c in changes))
+    swap = float(np.abs(faces[-1] - target[:480][zone].astype(np.int16)).mean())
+    print(f"the swap itself: {swap:.1f} grey levels there")
+    assert swap > 2, "there is a swap to hold still (swapping on and off would change this much a frame)"
     assert np.mean(changes[5:]) < 1.0, "a still face gives a still swap"
     assert max(changes[10:]) < 0.5
 
@@ -178,7 +186,7 @@ def test_tilted_faces_are_swapped(chain_and_faces, degrees):
     upright = swapped_pixels(chain, face_id, rotated("obama3.jpg", 0), f"upright{degrees}")
     tilted = swapped_pixels(chain, face_id, rotated("obama3.jpg", degrees), f"tilt{degrees}")
     print(f"changed: upright {upright:.3%} of the frame, tilted {degrees} degrees {tilted:.3%}")
-    assert 0.005 < upright < 0.5
+    assert 0.005 < upright < 0.05
     assert 0.7 < tilted / upright < 1.4
 
 
@@ -197,9 +205,11 @@ def test_a_hand_over_the_face_keeps_or_fades_the_swap(chain_and_faces):
     assert chain.run([ChainItem("hand", clear, {"face_id": face_id})])[0] is not None
     outputs = [chain.run([ChainItem("hand", covered, {"face_id": face_id})])[0] for _ in range(6)]
     print("covered frames swapped or held:", ["yes" if out is not None else "no" for out in outputs])
+    zone = detected_face_zone(chain.detector, clear, grow=0.5)
     for out in outputs:
         if out is not None:
-            assert out.shape == covered.shape and ((out != covered)[:480].mean() < 0.5)
+            assert out.shape == covered.shape and (out != covered)[:480].mean() < 0.03
+            assert changed_outside(covered, out, zone) == 0, "nothing but the face (and the badge) changes"
     assert outputs[0] is not None, "the first covered frame still shows the swap (swapped or held)"
 
 
@@ -280,7 +290,8 @@ def test_one_sessions_broken_mesh_fails_no_frame(chain_and_faces, monkeypatch):
     for _ in range(2):
         broken, sound = chain.run(items)
         assert isinstance(sound, np.ndarray) and isinstance(broken, np.ndarray)  # swapped; held
-    assert np.abs(sound.astype(int) - reference).mean() < 0.1  # as before (a still photo)
+    assert chain.tracker.tracks("broken") and all(track.misses >= 1 for track in chain.tracker.tracks("broken"))
+    assert np.abs(sound.astype(int) - reference).mean() < 0.01  # as before (a still photo)
     monkeypatch.setattr(chain.mesher, "landmarks", landmarks)
     broken, sound = chain.run(items)
     assert isinstance(broken, np.ndarray) and isinstance(sound, np.ndarray)

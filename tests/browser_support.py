@@ -3,7 +3,9 @@ and a headless Chromium driven by selenium with the flags from ../shared/docs/st
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import json
 import re
 import os
@@ -231,6 +233,26 @@ return {local: grey("local-video"), remote: grey("remote-video")};
 
 # Every ICE candidate pair the browser knows: addresses, state, whether the transport selected it,
 # and the bytes it carried.
+# The remote <video>'s current frame at its own size, as a PNG data URL (null before it plays).
+REMOTE_FRAME_PNG_JS = """
+const video = document.getElementById("remote-video");
+if (!video || video.readyState < 2 || !video.videoWidth) return null;
+const canvas = document.createElement("canvas");
+canvas.width = video.videoWidth; canvas.height = video.videoHeight;
+canvas.getContext("2d").drawImage(video, 0, 0);
+return canvas.toDataURL("image/png");
+"""
+
+
+def remote_frame_rgb(driver: Any) -> np.ndarray | None:
+    """The frame the page's remote video shows now, as RGB (H, W, 3), or None before it plays."""
+    url = driver.execute_script(REMOTE_FRAME_PNG_JS)
+    if not url:
+        return None
+    with av.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])), format="png_pipe") as container:
+        return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
 CANDIDATE_PAIRS_JS = """
 const done = arguments[arguments.length - 1];
 const pc = window.facefuse && window.facefuse.pc;

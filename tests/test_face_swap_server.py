@@ -10,6 +10,7 @@ import torch
 
 from signaling.client import FacefuseClient, ServerError
 from stream.image_track import ImageTrack
+from stream.still_picture import top_at_aspect
 from support import face_path, face_rgb, loopback_settings, running_server, wait_until
 
 pytestmark = pytest.mark.slow
@@ -57,9 +58,7 @@ async def test_upload_analyses_the_face_and_the_session_gets_swapped_video():
             assert caught.value.status == 422 and caught.value.code == "no_face"
             hopper = await client.upload_face(face_path("grace_hopper.jpg").read_bytes())
 
-            portrait = face_rgb("obama.jpg")
-            top = np.ascontiguousarray(portrait[: portrait.shape[1] * 3 // 4])  # 4:3 from the top: the face, undistorted
-            source = ImageTrack(top)
+            source = ImageTrack(top_at_aspect(face_rgb("obama.jpg"), 640, 480))  # as a webcam frames him
             sent = source._image[:480].astype(np.int16)
             session = await client.connect(source, face_id=hopper)
             try:

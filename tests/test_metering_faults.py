@@ -67,6 +67,10 @@ async def test_script_flush_mid_session_is_survived(redis_server):
                 await client.script_flush()
             await client.aclose()
             await asyncio.sleep(0.7)
+            # the meter's level in every stats event (once a second) while the scripts were flushed:
+            # a meter event for "full" may come before the data channel opens, so these are the record
+            levels = [e["meter"]["level"] for e in session.events if e.get("type") == "stats" and e.get("meter")]
+            assert len(levels) >= 2 and all(level == "full" for level in levels), levels
             assert all(level == "full" for level, _ in meter_levels(session))
             await max_.request("DELETE", f"/api/sessions/{session.session_id}")
             await session.close()

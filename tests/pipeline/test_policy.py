@@ -158,7 +158,7 @@ def test_fps_cap_with_jittery_arrivals_still_reaches_the_cap():
         if policy.decide(now).batch:
             processed += 1
             policy.frame_done("a")
-    assert processed >= 145
+    assert 145 <= processed <= 152, f"{processed} frames in 10 s at a cap of 15 fps"
 
 
 def test_fps_cap_tells_when_to_wake():
@@ -177,7 +177,6 @@ def test_zero_cap_stops_processing_until_raised():
     policy = make(sessions=("a",))
     policy.set_fps_cap("a", 0)
     policy.frame_pending("a", now=1.0)
-    assert policy.decide(now=5.0) == policy.decide(now=5.0)
     assert policy.decide(now=5.0).batch == ()
     policy.set_fps_cap("a", None)
     assert policy.decide(now=5.0).batch == ("a",)

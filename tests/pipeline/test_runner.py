@@ -72,6 +72,14 @@ class RecordingChain(UnstagedChain):
         self.forgotten_at[session_id] = time.monotonic()
 
 
+def wait_until(condition, timeout: float = 2.0) -> None:
+    """Polls the runner thread's visible state instead of sleeping a guessed time."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.002)
+
+
 class Inbox:
     def __init__(self) -> None:
         self.results: list[FrameResult] = []
@@ -162,7 +170,7 @@ def test_next_batch_is_staged_while_the_previous_one_computes(runner_factory):
 
 def test_a_session_is_forgotten_only_after_its_staged_frame_ran(runner_factory):
     chain, runner, inboxes = a_computes_while_b_arrives(runner_factory)
-    time.sleep(0.05)  # b is staged, waiting for a's batch
+    wait_until(lambda: "b" in chain.staged_at)  # b is staged, waiting for a's batch
     assert "b" in chain.staged_at and "b" not in chain.ran
     runner.remove_session("b")
     inboxes["a"].wait()
@@ -197,7 +205,7 @@ def test_sessions_are_batched_and_get_their_own_frames(runner_factory):
     runner.submit("c", make_frame(1), arrived=time.monotonic())
     inboxes["c"].wait()  # the runner has learnt how long a batch takes
     runner.submit("c", make_frame(1), arrived=time.monotonic())
-    time.sleep(0.05)
+    wait_until(lambda: len(chain.batches) == 2)  # c's second batch computes
     # a and b arrive while c's batch computes: the next batch is staged near its end, with both
     runner.submit("a", make_frame(10), arrived=time.monotonic())
     time.sleep(0.05)
@@ -217,7 +225,7 @@ def test_newest_frame_wins_while_the_chain_is_busy(runner_factory):
     inbox = Inbox()
     runner.add_session("a", inbox)
     runner.submit("a", make_frame(1, pts=1), arrived=time.monotonic())
-    time.sleep(0.05)  # frame 1 is in the chain now
+    wait_until(lambda: chain.batches)  # frame 1 is in the chain now
     assert runner.submit("a", make_frame(2, pts=2), arrived=time.monotonic()) is None
     replaced = runner.submit("a", make_frame(3, pts=3), arrived=time.monotonic())
     assert replaced is not None and replaced.pts == 2
@@ -231,11 +239,11 @@ def test_removed_session_gets_nothing_and_is_forgotten(runner_factory):
     inbox = Inbox()
     runner.add_session("a", inbox)
     runner.submit("a", make_frame(1), arrived=time.monotonic())
-    time.sleep(0.05)
+    wait_until(lambda: chain.batches)  # in the chain
     runner.remove_session("a")
-    time.sleep(0.3)
+    wait_until(lambda: chain.forgotten == ["a"])  # forgotten once its batch ran
+    time.sleep(0.05)  # a result would be delivered by now
     assert inbox.results == []
-    assert chain.forgotten == ["a"]
     with pytest.raises(KeyError):
         runner.submit("a", make_frame(1), arrived=time.monotonic())
 

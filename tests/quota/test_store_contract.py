@@ -275,15 +275,17 @@ async def test_spent_is_clamped_to_the_grant_and_never_decreases(store: QuotaSto
 
 async def test_expired_lease_frees_its_slot_and_is_refunded(under_test: StoreUnderTest, store: QuotaStore) -> None:
     await store.create_account("alice", "single", 10 * T, "h")
-    await open_lease(store, "alice", "a", 4 * T, SINGLE, ttl=1.0)
-    await under_test.advance(0.6)
+    # a TTL of 2 s, renewed after 1.2 s: on Redis these are real sleeps, so a loaded machine has
+    # 0.8 s of slack before a lease that should live expires
+    await open_lease(store, "alice", "a", 4 * T, SINGLE, ttl=2.0)
+    await under_test.advance(1.2)
     assert (await renew(store, "alice", "a", 1, T, 0, SINGLE)).held == 3 * T  # a renew keeps it alive
-    await under_test.advance(0.6)  # 1.2 s after the open, 0.6 s after the renew
+    await under_test.advance(1.2)  # 2.4 s after the open, 1.2 s after the renew
     assert (await renew(store, "alice", "a", 2, T, 0, SINGLE)).held == 3 * T
     with pytest.raises(TooManyLeases):
         await open_lease(store, "alice", "b", T, SINGLE)
 
-    await under_test.advance(1.05)
+    await under_test.advance(2.05)
     # settled before counting: the slot is free and the 3 unspent tokens are back
     assert await open_lease(store, "alice", "b", T, SINGLE) == Grant("b", T, T, 8 * T, None, 1)
     with pytest.raises(LeaseNotFound):

@@ -113,5 +113,6 @@ async def test_two_server_processes_spend_one_account_consistently(redis_server,
             # what the client saw processed, give or take frames in flight and the last unpaid one
             assert spent[session.session_id] * 30 == pytest.approx(frames, abs=4)
     finally:
-        for node in nodes:
-            assert node.terminate() == 0, node.log_tail()
+        exit_codes = [node.terminate() for node in nodes]  # both stopped before either is judged
+    for node, exit_code in zip(nodes, exit_codes):
+        assert exit_code == 0, node.log_tail()

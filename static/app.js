@@ -81,6 +81,8 @@
     statsBusy: false,
     meterLevel: null, // the last throttle level told to the person
     lastMeter: null, // the last meter update from the server
+    switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
+    sessionFaceId: null, // the face the server last said this session swaps to
   };
   window.facefuse = state;
 
@@ -163,6 +165,7 @@
     if (!file) {
       ui.faceState.textContent = "No face chosen: the video is processed without one.";
       state.upload = null;
+      switchFace(null, null); // mid-stream: stop swapping now
       return null;
     }
     ui.faceState.textContent = `Uploading ${file.name}…`;
@@ -192,13 +195,34 @@
       const body = await response.json();
       if (seq !== state.uploadSeq) return;
       state.faceId = body.id;
-      ui.faceState.textContent = state.pc
-        ? `Face ready: ${file.name} (used from the next Start).`
-        : `Face ready: ${file.name}.`;
+      ui.faceState.textContent = `Face ready: ${file.name}.`;
       if (!state.pc) setStatus("Face uploaded. Press Start camera.", "ok");
+      switchFace(body.id, file.name); // mid-stream: swap to it now
     })();
     state.upload = upload;
     return upload;
+  }
+
+  // Mid-stream, the session takes the new face at once (the "set_face" command on the data
+  // channel; the server answers with {"type": "face"} or an error). Before Start there is
+  // nothing to switch: the offer carries the face.
+  function switchFace(faceId, name) {
+    const channel = state.channel;
+    if (!state.pc || !channel || channel.readyState !== "open") return;
+    state.switchingTo = { faceId, name };
+    channel.send(JSON.stringify({ type: "set_face", face_id: faceId }));
+    ui.faceState.textContent = faceId ? `Switching to ${name}…` : "Stopping the swap…";
+  }
+
+  function faceSwitched(faceId) {
+    const pending = state.switchingTo;
+    state.switchingTo = null;
+    state.sessionFaceId = faceId;
+    if (faceId && pending && pending.faceId === faceId) {
+      ui.faceState.textContent = `Face ready: ${pending.name} (swapping now).`;
+    } else if (!faceId) {
+      ui.faceState.textContent = "No face chosen: the video is processed without one.";
+    }
   }
 
   // ---- session --------------------------------------------------------------------------
@@ -276,7 +300,13 @@
       if (message.meter) showMeter(message.meter);
     } else if (message.type === "meter") {
       showMeter(message);
+    } else if (message.type === "face") {
+      faceSwitched(message.face_id || null);
     } else if (message.type === "error") {
+      if (state.switchingTo) {
+        ui.faceState.textContent = `${state.switchingTo.name || "The face"} could not be used; the previous face stays.`;
+        state.switchingTo = null;
+      }
       const code = message.code ? ` (${message.code})` : "";
       showError(`The server reported an error${code}:`, message.message || "no details given");
     }
@@ -329,6 +359,10 @@
       const channel = pc.createDataChannel("events");
       state.channel = channel;
       channel.addEventListener("message", (event) => handleChannelMessage(event.data));
+      // a face chosen after the offer went out, before the channel opened: switch to it now
+      channel.addEventListener("open", () => {
+        if (state.faceId !== state.sessionFaceId) switchFace(state.faceId, ui.faceFile.files[0]?.name || "the new face");
+      });
 
       pc.addEventListener("track", (event) => {
         if (state.pc !== pc || event.track.kind !== "video") return;
@@ -349,6 +383,7 @@
 
       const offer = { sdp: pc.localDescription.sdp, type: pc.localDescription.type, options: {} };
       if (state.faceId) offer.face_id = state.faceId;
+      state.sessionFaceId = state.faceId;
       let response;
       try {
         response = await fetch("/api/offer", {
@@ -421,6 +456,8 @@
     state.channel = null;
     state.pc = null;
     state.stream = null;
+    state.sessionFaceId = null;
+    state.switchingTo = null;
     state.lastSessionId = sessionId || state.lastSessionId || null;
     setSession(null);
     ui.localVideo.srcObject = null;

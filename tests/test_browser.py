@@ -31,6 +31,7 @@ from browser_support import (
     chromium,
     chromium_flags,
     face_path,
+    http_json,
     live_sessions,
     served,
     started_session,
@@ -206,3 +207,35 @@ def test_no_camera_shows_a_message(server: ServerProcess, browser: OpenBrowser) 
     assert "no camera" in shown.lower(), shown
     assert driver.find_element("id", "start").is_enabled()
     assert not live_sessions(server)
+
+
+def test_a_face_chosen_mid_stream_is_swapped_to_at_once(server: ServerProcess, browser: OpenBrowser) -> None:
+    """Choosing another photo while the camera runs switches the session's face (the data-channel
+    command), without a restart; clearing the choice stops the swap."""
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    file_input = driver.find_element("id", "face-file")
+    file_input.send_keys(str(face_path("biden.jpg")))
+    first = wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "first face upload")
+    session_id = started_session(driver, server, first)
+    assert_remote_frames_keep_coming(driver)
+
+    def session_face() -> str | None:
+        status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
+        assert status == 200, snapshot
+        return snapshot["face_id"]
+
+    file_input.send_keys(str(face_path("grace_hopper.jpg")))  # a new choice replaces the old
+    second = wait_for(
+        lambda: (lambda f: f if f and f != first else None)(driver.execute_script("return window.facefuse.faceId;")),
+        10,
+        "second face upload",
+    )
+    wait_for(lambda: session_face() == second, 5, "the session swaps to the new face")
+    wait_for(lambda: "swapping now" in text_of(driver, "face-state"), 5, "the page says the new face is in use")
+    assert driver.execute_script("return window.facefuse.sessionId;") == session_id, "the same session, not a restart"
+
+    driver.execute_script("arguments[0].value = ''; arguments[0].dispatchEvent(new Event('change'));", file_input)
+    wait_for(lambda: session_face() is None, 5, "no face: the swap stops")
+    assert alert_text(driver).strip() == ""
+    stop_and_see_the_session_end(driver, server)

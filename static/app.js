@@ -19,6 +19,11 @@
   const ui = {
     faceFile: byId("face-file"),
     faceState: byId("face-state"),
+    swapMode: byId("swap-mode"),
+    swapModeHint: byId("swap-mode-hint"),
+    referenceField: byId("reference-field"),
+    referenceFile: byId("reference-file"),
+    referenceState: byId("reference-state"),
     start: byId("start"),
     stop: byId("stop"),
     status: byId("status"),
@@ -81,6 +86,9 @@
     statsBusy: false,
     meterLevel: null, // the last throttle level told to the person
     lastMeter: null, // the last meter update from the server
+    referenceId: null, // the uploaded photo of the one person to swap (swap mode "reference")
+    referenceUpload: null,
+    referenceSeq: 0,
     switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
     sessionFaceId: null, // the face the server last said this session swaps to
   };
@@ -158,6 +166,25 @@
 
   // ---- face upload ----------------------------------------------------------------------
 
+  // POSTs a photo to /api/faces: {id} when stored, {error: [summary, detail]} when not.
+  async function postPhoto(file, what) {
+    let response;
+    try {
+      response = await fetch("/api/faces", {
+        method: "POST",
+        headers: authHeaders({ "Content-Type": file.type || "application/octet-stream" }),
+        body: file,
+      });
+    } catch (err) {
+      return { error: [`The ${what} upload failed: the server could not be reached.`, String(err.message || err)] };
+    }
+    if (!response.ok) {
+      const err = await readServerError(response);
+      return { error: [`The ${what} was rejected ${describeServerError(err)}`] };
+    }
+    return { id: (await response.json()).id };
+  }
+
   function uploadFace(file) {
     const seq = ++state.uploadSeq;
     state.faceId = null;
@@ -171,29 +198,13 @@
     ui.faceState.textContent = `Uploading ${file.name}…`;
     if (!state.pc) setStatus(`Uploading ${file.name}…`, "busy");
     const upload = (async () => {
-      let response;
-      try {
-        response = await fetch("/api/faces", {
-          method: "POST",
-          headers: authHeaders({ "Content-Type": file.type || "application/octet-stream" }),
-          body: file,
-        });
-      } catch (err) {
-        if (seq === state.uploadSeq) {
-          ui.faceState.textContent = `${file.name} was not uploaded.`;
-          showError("The face upload failed: the server could not be reached.", String(err.message || err));
-        }
-        return;
-      }
+      const body = await postPhoto(file, "face photo");
       if (seq !== state.uploadSeq) return; // a newer choice replaced this one
-      if (!response.ok) {
-        const err = await readServerError(response);
-        ui.faceState.textContent = `${file.name} was rejected.`;
-        showError(`The face photo was rejected ${describeServerError(err)}`);
+      if (body.error) {
+        ui.faceState.textContent = `${file.name} was not accepted.`;
+        showError(...body.error);
         return;
       }
-      const body = await response.json();
-      if (seq !== state.uploadSeq) return;
       state.faceId = body.id;
       ui.faceState.textContent = `Face ready: ${file.name}.`;
       if (!state.pc) setStatus("Face uploaded. Press Start camera.", "ok");
@@ -201,6 +212,56 @@
     })();
     state.upload = upload;
     return upload;
+  }
+
+  // ---- which faces to swap ---------------------------------------------------------------
+
+  // options.swap of the offer: every face, the largest, or one person (a reference photo of them).
+  function chooseSwapMode() {
+    const reference = ui.swapMode.value === "reference";
+    ui.referenceField.hidden = !reference;
+    ui.swapModeHint.textContent = state.pc ? "Applies from the next Start." : "";
+  }
+
+  function uploadReference(file) {
+    const seq = ++state.referenceSeq;
+    state.referenceId = null;
+    clearError();
+    if (!file) {
+      ui.referenceState.textContent = "Choose a photo of the person whose face is to be swapped.";
+      state.referenceUpload = null;
+      return null;
+    }
+    ui.referenceState.textContent = `Uploading ${file.name}…`;
+    const upload = (async () => {
+      const body = await postPhoto(file, "reference photo");
+      if (seq !== state.referenceSeq) return;
+      if (body.error) {
+        ui.referenceState.textContent = `${file.name} was not accepted.`;
+        showError(...body.error);
+        return;
+      }
+      state.referenceId = body.id;
+      ui.referenceState.textContent = state.pc
+        ? `Reference ready: ${file.name} (applies from the next Start).`
+        : `Reference ready: ${file.name}.`;
+    })();
+    state.referenceUpload = upload;
+    return upload;
+  }
+
+  // The offer's options, or null (with the error shown) when the chosen mode cannot be used yet.
+  function swapOptions() {
+    const mode = ui.swapMode.value;
+    if (mode !== "reference") return { swap: mode };
+    if (!state.referenceId) {
+      showError(
+        "No reference photo for 'only one person'.",
+        "Choose a photo of the person whose face is to be swapped, or another choice of faces, then press Start again.",
+      );
+      return null;
+    }
+    return { swap: "reference", reference_face_id: state.referenceId };
   }
 
   // Mid-stream, the session takes the new face at once (the "set_face" command on the data
@@ -322,6 +383,15 @@
         setStatus("Waiting for the face upload…", "busy");
         await state.upload;
       }
+      if (state.referenceUpload) {
+        setStatus("Waiting for the reference photo…", "busy");
+        await state.referenceUpload;
+      }
+      const options = swapOptions();
+      if (!options) {
+        ui.start.disabled = false;
+        return;
+      }
       if (ui.faceFile.files.length > 0 && !state.faceId) {
         showError(
           "The chosen face photo was not accepted.",
@@ -381,7 +451,7 @@
       await waitForIceGathering(pc, ICE_GATHERING_TIMEOUT_MS);
       if (state.pc !== pc) return; // stopped meanwhile
 
-      const offer = { sdp: pc.localDescription.sdp, type: pc.localDescription.type, options: {} };
+      const offer = { sdp: pc.localDescription.sdp, type: pc.localDescription.type, options };
       if (state.faceId) offer.face_id = state.faceId;
       state.sessionFaceId = state.faceId;
       let response;
@@ -589,6 +659,8 @@
   // ---- wiring ---------------------------------------------------------------------------
 
   ui.faceFile.addEventListener("change", () => uploadFace(ui.faceFile.files[0] || null));
+  ui.swapMode.addEventListener("change", chooseSwapMode);
+  ui.referenceFile.addEventListener("change", () => uploadReference(ui.referenceFile.files[0] || null));
   ui.start.addEventListener("click", () => start());
   ui.stop.addEventListener("click", () => stop());
   window.addEventListener("pagehide", () => {

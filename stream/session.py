@@ -256,6 +256,7 @@ class Session:
             "state": self.state,
             "account_id": self.account_id,
             "face_id": self.face_id,
+            "options": self.options,  # as offered: which faces to swap
             "created_at": self.created_at,
             "close_reason": self.close_reason,
             **self.stats.as_dict(),

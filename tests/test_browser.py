@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.select import Select
 
 from browser_support import (
     BREAK_ICE_JS,
@@ -238,4 +239,32 @@ def test_a_face_chosen_mid_stream_is_swapped_to_at_once(server: ServerProcess, b
     driver.execute_script("arguments[0].value = ''; arguments[0].dispatchEvent(new Event('change'));", file_input)
     wait_for(lambda: session_face() is None, 5, "no face: the swap stops")
     assert alert_text(driver).strip() == ""
+    stop_and_see_the_session_end(driver, server)
+
+
+def test_which_faces_to_swap_is_chosen_on_the_page(server: ServerProcess, browser: OpenBrowser) -> None:
+    """The page's choice of faces goes into the offer: 'only one person' needs a photo of them (a
+    clear message without one); with it, the session carries the reference photo's id."""
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    assert not driver.find_element("id", "reference-file").is_displayed()
+    Select(driver.find_element("id", "swap-mode")).select_by_value("reference")
+    assert driver.find_element("id", "reference-file").is_displayed()
+
+    driver.find_element("id", "start").click()
+    shown = wait_for(lambda: alert_text(driver).strip(), 10, "an error in role=alert")
+    assert "reference photo" in shown.lower(), shown
+    assert driver.execute_script("return window.facefuse.pc;") is None and not live_sessions(server)
+
+    driver.find_element("id", "reference-file").send_keys(str(face_path("obama2.jpg")))
+    reference = wait_for(lambda: driver.execute_script("return window.facefuse.referenceId;"), 10, "reference upload")
+    session_id = started_session(driver, server, None)
+    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
+    assert status == 200 and snapshot["options"] == {"swap": "reference", "reference_face_id": reference}, snapshot
+    stop_and_see_the_session_end(driver, server)
+
+    Select(driver.find_element("id", "swap-mode")).select_by_value("largest")
+    session_id = started_session(driver, server, None)
+    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
+    assert status == 200 and snapshot["options"] == {"swap": "largest"}, snapshot
     stop_and_see_the_session_end(driver, server)

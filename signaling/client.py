@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 import av
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
 from stream.encoder import tune_sender
@@ -45,7 +45,14 @@ class ClientSession:
     received: deque[ReceivedFrame] = field(default_factory=lambda: deque(maxlen=90))  # ~40 MB at 480p
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=200))
     frames_received: int = 0
+    channel: RTCDataChannel | None = None  # the "events" channel: the server's events, our commands
     _reader: asyncio.Task[None] | None = None
+
+    def send_command(self, command: Mapping[str, object]) -> None:
+        """A JSON command on the data channel (set_face, set_swap); the server answers with an event."""
+        if self.channel is None or self.channel.readyState != "open":
+            raise RuntimeError("the session's data channel is not open")
+        self.channel.send(json.dumps(command))
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -117,7 +124,7 @@ class FacefuseClient:
         except BaseException:
             await pc.close()
             raise
-        session = ClientSession(answer["session_id"], pc)
+        session = ClientSession(answer["session_id"], pc, channel=channel)
         channel.on("message", lambda message: session.events.append(json.loads(message)))
         session._reader = asyncio.ensure_future(self._read(await remote, session, on_frame))
         return session

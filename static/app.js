@@ -89,6 +89,7 @@
     referenceId: null, // the uploaded photo of the one person to swap (swap mode "reference")
     referenceUpload: null,
     referenceSeq: 0,
+    swapPending: false, // a set_swap awaiting the server's answer
     switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
     sessionFaceId: null, // the face the server last said this session swaps to
   };
@@ -217,10 +218,33 @@
   // ---- which faces to swap ---------------------------------------------------------------
 
   // options.swap of the offer: every face, the largest, or one person (a reference photo of them).
+  // Mid-stream a change goes to the session at once (the "set_swap" command).
+  const SWAP_MODE_NAMES = { all: "every face", largest: "the largest face", reference: "only the person in the photo" };
+
   function chooseSwapMode() {
     const reference = ui.swapMode.value === "reference";
     ui.referenceField.hidden = !reference;
-    ui.swapModeHint.textContent = state.pc ? "Applies from the next Start." : "";
+    ui.swapModeHint.textContent = "";
+    if (reference && !state.referenceId) {
+      if (state.pc) ui.swapModeHint.textContent = "Choose their photo: the swap changes once it is uploaded.";
+      return;
+    }
+    sendSwapOptions();
+  }
+
+  function sendSwapOptions() {
+    const channel = state.channel;
+    if (!state.pc || !channel || channel.readyState !== "open") return;
+    const mode = ui.swapMode.value;
+    const options = mode === "reference" ? { swap: mode, reference_face_id: state.referenceId } : { swap: mode };
+    state.swapPending = true;
+    channel.send(JSON.stringify({ type: "set_swap", ...options }));
+    ui.swapModeHint.textContent = "Changing…";
+  }
+
+  function swapChanged(message) {
+    state.swapPending = false;
+    ui.swapModeHint.textContent = `Now swapping ${SWAP_MODE_NAMES[message.swap] || message.swap}.`;
   }
 
   function uploadReference(file) {
@@ -242,9 +266,8 @@
         return;
       }
       state.referenceId = body.id;
-      ui.referenceState.textContent = state.pc
-        ? `Reference ready: ${file.name} (applies from the next Start).`
-        : `Reference ready: ${file.name}.`;
+      ui.referenceState.textContent = `Reference ready: ${file.name}.`;
+      if (ui.swapMode.value === "reference") sendSwapOptions(); // mid-stream: at once
     })();
     state.referenceUpload = upload;
     return upload;
@@ -363,10 +386,16 @@
       showMeter(message);
     } else if (message.type === "face") {
       faceSwitched(message.face_id || null);
+    } else if (message.type === "swap") {
+      swapChanged(message);
     } else if (message.type === "error") {
       if (state.switchingTo) {
         ui.faceState.textContent = `${state.switchingTo.name || "The face"} could not be used; the previous face stays.`;
         state.switchingTo = null;
+      }
+      if (state.swapPending) {
+        ui.swapModeHint.textContent = "The change could not be applied; the session keeps its previous choice.";
+        state.swapPending = false;
       }
       const code = message.code ? ` (${message.code})` : "";
       showError(`The server reported an error${code}:`, message.message || "no details given");
@@ -528,6 +557,8 @@
     state.stream = null;
     state.sessionFaceId = null;
     state.switchingTo = null;
+    state.swapPending = false;
+    ui.swapModeHint.textContent = "";
     state.lastSessionId = sessionId || state.lastSessionId || null;
     setSession(null);
     ui.localVideo.srcObject = null;

@@ -30,6 +30,7 @@ from stream.receiver_tuning import tune_receiver
 from stream.sdp import InvalidSdp, add_bitrate_hints, filter_remote_candidates, parse_offer
 from stream.settings import StreamSettings
 from stream.stats import SessionStats
+from stream.swap_options import SWAP_KEYS, InvalidSwapOptions, check_swap_options
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +233,24 @@ class Session:
                 return
             self.send_event({"type": "face", "face_id": self.face_id})
             return
+        if kind == "set_swap":
+            try:
+                self.set_swap({key: command[key] for key in SWAP_KEYS if key in command})
+            except (InvalidSwapOptions, FaceNotFound, FaceForbidden) as exc:
+                self.send_event({"type": "error", "code": exc.code, "message": exc.args[0]})
+                return
+            self.send_event({"type": "swap", **{key: self.options[key] for key in SWAP_KEYS if key in self.options}})
+            return
         self.send_event({"type": "error", "code": "unknown_command", "message": f"unknown command type {kind!r}"})
+
+    def set_swap(self, swap: Mapping[str, object]) -> None:
+        """Changes which faces are swapped mid-stream ({"swap", "reference_face_id"?}, as in an
+        offer's options); InvalidSwapOptions, FaceNotFound, FaceForbidden."""
+        check_swap_options(swap, self._faces, self.account_id)
+        options = {key: value for key, value in self.options.items() if key not in SWAP_KEYS}
+        self.options = {**options, **swap}
+        if self._in_runner and not self._close_started:
+            self._runner.set_options(self.id, self._chain_options())
 
     def set_face(self, face_id: str | None) -> None:
         """Switches the source face mid-stream (None: no swap); FaceNotFound / FaceForbidden."""

@@ -156,3 +156,49 @@ async def test_swap_options_are_checked(api):
         404,
         "face_not_found",
     )
+
+
+async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
+    """set_face and set_swap on a live session's data channel: each answered with an event and seen
+    in GET /api/sessions/{id}; a bad one is answered with an error event and changes nothing."""
+    from stream.image_track import ImageTrack
+    from support import wait_until
+
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client:
+            face = await client.upload_face(face_path("biden.jpg").read_bytes())
+            reference = await client.upload_face(face_path("obama2.jpg").read_bytes())
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            try:
+                await wait_until(lambda: session.channel.readyState == "open", timeout=10)
+
+                async def answer_to(command: dict) -> dict:
+                    seen = len(session.events)
+                    session.send_command(command)
+                    await wait_until(lambda: any(e["type"] != "stats" for e in list(session.events)[seen:]), timeout=5)
+                    return next(e for e in list(session.events)[seen:] if e["type"] != "stats")
+
+                async def snapshot() -> dict:
+                    return await client.request("GET", f"/api/sessions/{session.session_id}")
+
+                assert await answer_to({"type": "set_face", "face_id": face}) == {"type": "face", "face_id": face}
+                assert (await snapshot())["face_id"] == face
+                swap = {"swap": "reference", "reference_face_id": reference}
+                assert await answer_to({"type": "set_swap", **swap}) == {"type": "swap", **swap}
+                assert (await snapshot())["options"] == swap
+                assert await answer_to({"type": "set_swap", "swap": "largest"}) == {"type": "swap", "swap": "largest"}
+                assert (await snapshot())["options"] == {"swap": "largest"}, "the reference goes with its mode"
+
+                for bad, code in (
+                    ({"type": "set_swap", "swap": "everyone"}, "invalid_body"),
+                    ({"type": "set_swap", "swap": "reference"}, "invalid_body"),
+                    ({"type": "set_swap", "swap": "reference", "reference_face_id": "nope"}, "face_not_found"),
+                    ({"type": "set_face", "face_id": "nope"}, "face_not_found"),
+                    ({"type": "dance"}, "unknown_command"),
+                ):
+                    answer = await answer_to(bad)
+                    assert answer["type"] == "error" and answer["code"] == code, (bad, answer)
+                after = await snapshot()
+                assert after["options"] == {"swap": "largest"} and after["face_id"] == face, "nothing changed"
+            finally:
+                await session.close()

@@ -244,7 +244,8 @@ def test_a_face_chosen_mid_stream_is_swapped_to_at_once(server: ServerProcess, b
 
 def test_which_faces_to_swap_is_chosen_on_the_page(server: ServerProcess, browser: OpenBrowser) -> None:
     """The page's choice of faces goes into the offer: 'only one person' needs a photo of them (a
-    clear message without one); with it, the session carries the reference photo's id."""
+    clear message without one); with it, the session carries the reference photo's id. Changed
+    during a session, the choice goes to it at once."""
     driver = browser()
     driver.get(f"{server.base_url}/")
     assert not driver.find_element("id", "reference-file").is_displayed()
@@ -267,4 +268,15 @@ def test_which_faces_to_swap_is_chosen_on_the_page(server: ServerProcess, browse
     session_id = started_session(driver, server, None)
     status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
     assert status == 200 and snapshot["options"] == {"swap": "largest"}, snapshot
+
+    # changed while the camera runs: the session takes it at once (set_swap), no restart
+    def options_now() -> dict:
+        return http_json("GET", f"{server.base_url}/api/sessions/{session_id}")[1]["options"]
+
+    Select(driver.find_element("id", "swap-mode")).select_by_value("all")
+    wait_for(lambda: options_now() == {"swap": "all"}, 5, "options changed")
+    wait_for(lambda: text_of(driver, "swap-mode-hint") == "Now swapping every face.", 5, "the page says so")
+    Select(driver.find_element("id", "swap-mode")).select_by_value("reference")  # its photo is still there
+    wait_for(lambda: options_now() == {"swap": "reference", "reference_face_id": reference}, 5, "reference")
+    assert driver.execute_script("return window.facefuse.sessionId;") == session_id and alert_text(driver).strip() == ""
     stop_and_see_the_session_end(driver, server)

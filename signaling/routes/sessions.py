@@ -10,6 +10,7 @@ from quota.meter import SessionMeter
 from signaling.app_keys import ACCOUNTS, FACES, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
+from stream.swap_options import InvalidSwapOptions, check_swap_options
 
 routes = web.RouteTableDef()
 
@@ -33,20 +34,11 @@ def _parse_offer_body(body: Any) -> tuple[str, str | None, dict[str, object]]:
     return sdp, face_id, options
 
 
-SWAP_MODES = ("all", "largest", "reference")
-
-
 def _check_swap_options(request: web.Request, options: dict[str, object], account_id: str) -> None:
-    """options.swap: which faces to swap — all (default), the largest, or those matching
-    options.reference_face_id (an uploaded photo of the person)."""
-    mode = options.get("swap", "all")
-    if mode not in SWAP_MODES:
-        raise ApiError(400, "invalid_body", f"options.swap must be one of {', '.join(SWAP_MODES)}")
-    if mode == "reference":
-        reference = options.get("reference_face_id")
-        if not isinstance(reference, str):
-            raise ApiError(400, "invalid_body", "options.swap 'reference' needs options.reference_face_id")
-        request.app[FACES].get(reference, account_id)
+    try:
+        check_swap_options(options, request.app[FACES], account_id)
+    except InvalidSwapOptions as exc:
+        raise ApiError(400, "invalid_body", exc.args[0]) from None
 
 
 @routes.post("/api/offer")

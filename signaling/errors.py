@@ -15,6 +15,7 @@ from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
 from quota.accounts import InvalidAccount, InvalidApiKey
 from quota.errors import AccountExists, AccountNotFound, NothingToSpend, StoreUnavailable, TooManyLeases
 from stream.errors import IceGatheringFailed, InvalidOffer, SessionForbidden, SessionNotFound, TooManySessions
+from stream.swap_options import InvalidSwapOptions
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class ApiError(Exception):
 
 _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (InvalidOffer, 400),
+    (InvalidSwapOptions, 400),
     (UnreadableImage, 400),
     (InvalidAccount, 400),
     (InvalidApiKey, 401),

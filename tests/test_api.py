@@ -200,5 +200,14 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                     assert answer["type"] == "error" and answer["code"] == code, (bad, answer)
                 after = await snapshot()
                 assert after["options"] == {"swap": "largest"} and after["face_id"] == face, "nothing changed"
+
+                # the same over HTTP, for a dashboard or a script that holds no data channel
+                path = f"/api/sessions/{session.session_id}/swap"
+                assert (await client.request("POST", path, json=swap))["options"] == swap
+                await expect_error(client.request("POST", path, json={"swap": "everyone"}), 400, "invalid_body")
+                await expect_error(client.request("POST", path, json=["largest"]), 400, "invalid_body")
+                await expect_error(client.request("POST", path, json={"swap": "reference", "reference_face_id": "x"}), 404, "face_not_found")
+                await expect_error(client.request("POST", "/api/sessions/nope/swap", json={"swap": "all"}), 404)
+                assert (await snapshot())["options"] == swap
             finally:
                 await session.close()

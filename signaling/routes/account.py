@@ -11,6 +11,7 @@ from quota.store import Account
 from signaling.app_keys import ACCOUNTS, SESSIONS, SETTINGS
 from signaling.auth import current_account, require_admin
 from signaling.errors import ApiError
+from signaling.request_body import json_object
 
 routes = web.RouteTableDef()
 
@@ -31,16 +32,6 @@ def describe(request: web.Request, account: Account) -> dict[str, Any]:
     }
 
 
-async def _json_object(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_body", "expected a JSON object")
-    return body
-
-
 @routes.get("/api/account")
 async def get_account(request: web.Request) -> web.Response:
     return web.json_response(describe(request, await current_account(request)))
@@ -49,7 +40,7 @@ async def get_account(request: web.Request) -> web.Response:
 @routes.post("/api/admin/accounts")
 async def create_account(request: web.Request) -> web.Response:
     require_admin(request)
-    body = await _json_object(request)
+    body = await json_object(request)
     account, api_key = await request.app[ACCOUNTS].create(body.get("id"), body.get("tier", "free"), body.get("balance", 0))
     return web.json_response({**describe(request, account), "api_key": api_key}, status=201)
 
@@ -70,7 +61,7 @@ async def admin_get_account(request: web.Request) -> web.Response:
 @routes.post("/api/admin/accounts/{account_id}/credit")
 async def credit_account(request: web.Request) -> web.Response:
     require_admin(request)
-    body = await _json_object(request)
+    body = await json_object(request)
     amount, key = body.get("amount"), body.get("idempotency_key")
     if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount <= 0:
         raise ApiError(400, "invalid_body", "'amount' must be a number > 0")

@@ -10,16 +10,15 @@ from quota.meter import SessionMeter
 from signaling.app_keys import ACCOUNTS, FACES, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
-from stream.swap_options import InvalidSwapOptions, check_swap_options
+from signaling.request_body import json_object
+from stream.swap_options import SWAP_KEYS, check_swap_options
 
 routes = web.RouteTableDef()
 
 MAX_SDP_CHARS = 64 * 1024
 
 
-def _parse_offer_body(body: Any) -> tuple[str, str | None, dict[str, object]]:
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_body", "expected a JSON object {\"sdp\", \"type\": \"offer\"}")
+def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, object]]:
     sdp, kind, face_id, options = body.get("sdp"), body.get("type"), body.get("face_id"), body.get("options", {})
     if kind != "offer":
         raise ApiError(400, "invalid_body", "'type' must be \"offer\"")
@@ -34,24 +33,13 @@ def _parse_offer_body(body: Any) -> tuple[str, str | None, dict[str, object]]:
     return sdp, face_id, options
 
 
-def _check_swap_options(request: web.Request, options: dict[str, object], account_id: str) -> None:
-    try:
-        check_swap_options(options, request.app[FACES], account_id)
-    except InvalidSwapOptions as exc:
-        raise ApiError(400, "invalid_body", exc.args[0]) from None
-
-
 @routes.post("/api/offer")
 async def offer(request: web.Request) -> web.Response:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
-    sdp, face_id, options = _parse_offer_body(body)
+    sdp, face_id, options = _parse_offer_body(await json_object(request, '{"sdp", "type": "offer"}'))
     account = await current_account(request)
     if face_id is not None:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
-    _check_swap_options(request, options, account.id)
+    check_swap_options(options, request.app[FACES], account.id)  # 400 / 404 / 403 before negotiating
     quota = request.app[SETTINGS].quota
     rules = quota.tier(account.tier)
     store = request.app[ACCOUNTS].store
@@ -89,11 +77,19 @@ async def set_session_face(request: web.Request) -> web.Response:
     """Switches the session's source face mid-stream: {"face_id": "..."} (null: stop swapping)."""
     account = await current_account(request)
     session = request.app[SESSIONS].get(request.match_info["session_id"], account.id)
-    try:
-        body = await request.json()
-    except ValueError:
-        raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
-    if not isinstance(body, dict) or not (body.get("face_id") is None or isinstance(body.get("face_id"), str)):
+    body = await json_object(request, '{"face_id": "..."}')
+    if not (body.get("face_id") is None or isinstance(body.get("face_id"), str)):
         raise ApiError(400, "invalid_body", "expected {\"face_id\": \"...\"} (or null)")
     session.set_face(body.get("face_id"))
+    return web.json_response(session.snapshot())
+
+
+@routes.post("/api/sessions/{session_id}/swap")
+async def set_session_swap(request: web.Request) -> web.Response:
+    """Changes which faces the session swaps mid-stream: {"swap": "all" | "largest" | "reference",
+    "reference_face_id"?}, as in an offer's options."""
+    account = await current_account(request)
+    session = request.app[SESSIONS].get(request.match_info["session_id"], account.id)
+    body = await json_object(request, '{"swap": "all" | "largest" | "reference", "reference_face_id"?}')
+    session.set_swap({key: body[key] for key in SWAP_KEYS if key in body})
     return web.json_response(session.snapshot())

@@ -90,6 +90,7 @@
     referenceUpload: null,
     referenceSeq: 0,
     swapPending: false, // a set_swap awaiting the server's answer
+    sessionSwap: null, // JSON of the {swap, reference_face_id} the session was last offered or told
     switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
     sessionFaceId: null, // the face the server last said this session swaps to
   };
@@ -183,7 +184,11 @@
       const err = await readServerError(response);
       return { error: [`The ${what} was rejected ${describeServerError(err)}`] };
     }
-    return { id: (await response.json()).id };
+    try {
+      return { id: (await response.json()).id };
+    } catch (err) {
+      return { error: [`The ${what} upload got an answer that is not JSON.`, String(err.message || err)] };
+    }
   }
 
   function uploadFace(file) {
@@ -221,9 +226,13 @@
   // Mid-stream a change goes to the session at once (the "set_swap" command).
   const SWAP_MODE_NAMES = { all: "every face", largest: "the largest face", reference: "only the person in the photo" };
 
+  function showReferenceField() {
+    ui.referenceField.hidden = ui.swapMode.value !== "reference";
+  }
+
   function chooseSwapMode() {
+    showReferenceField();
     const reference = ui.swapMode.value === "reference";
-    ui.referenceField.hidden = !reference;
     ui.swapModeHint.textContent = "";
     if (reference && !state.referenceId) {
       if (state.pc) ui.swapModeHint.textContent = "Choose their photo: the swap changes once it is uploaded.";
@@ -235,15 +244,24 @@
   function sendSwapOptions() {
     const channel = state.channel;
     if (!state.pc || !channel || channel.readyState !== "open") return;
-    const mode = ui.swapMode.value;
-    const options = mode === "reference" ? { swap: mode, reference_face_id: state.referenceId } : { swap: mode };
+    const options = desiredSwap();
+    if (!options) return;
     state.swapPending = true;
     channel.send(JSON.stringify({ type: "set_swap", ...options }));
     ui.swapModeHint.textContent = "Changing…";
   }
 
+  // What the page's controls ask for: {swap, reference_face_id?}, or null while 'only one
+  // person' has no photo yet.
+  function desiredSwap() {
+    const mode = ui.swapMode.value;
+    if (mode !== "reference") return { swap: mode };
+    return state.referenceId ? { swap: mode, reference_face_id: state.referenceId } : null;
+  }
+
   function swapChanged(message) {
     state.swapPending = false;
+    state.sessionSwap = JSON.stringify({ swap: message.swap, reference_face_id: message.reference_face_id });
     ui.swapModeHint.textContent = `Now swapping ${SWAP_MODE_NAMES[message.swap] || message.swap}.`;
   }
 
@@ -275,16 +293,15 @@
 
   // The offer's options, or null (with the error shown) when the chosen mode cannot be used yet.
   function swapOptions() {
-    const mode = ui.swapMode.value;
-    if (mode !== "reference") return { swap: mode };
-    if (!state.referenceId) {
+    const options = desiredSwap();
+    if (!options) {
       showError(
         "No reference photo for 'only one person'.",
         "Choose a photo of the person whose face is to be swapped, or another choice of faces, then press Start again.",
       );
       return null;
     }
-    return { swap: "reference", reference_face_id: state.referenceId };
+    return options;
   }
 
   // Mid-stream, the session takes the new face at once (the "set_face" command on the data
@@ -302,10 +319,11 @@
     const pending = state.switchingTo;
     state.switchingTo = null;
     state.sessionFaceId = faceId;
-    if (faceId && pending && pending.faceId === faceId) {
-      ui.faceState.textContent = `Face ready: ${pending.name} (swapping now).`;
-    } else if (!faceId) {
+    if (!faceId) {
       ui.faceState.textContent = "No face chosen: the video is processed without one.";
+    } else {
+      const name = pending && pending.faceId === faceId ? pending.name : "the chosen face";
+      ui.faceState.textContent = `Face ready: ${name} (swapping now).`;
     }
   }
 
@@ -389,11 +407,11 @@
     } else if (message.type === "swap") {
       swapChanged(message);
     } else if (message.type === "error") {
-      if (state.switchingTo) {
+      if (message.command === "set_face" && state.switchingTo) {
         ui.faceState.textContent = `${state.switchingTo.name || "The face"} could not be used; the previous face stays.`;
         state.switchingTo = null;
       }
-      if (state.swapPending) {
+      if (message.command === "set_swap" && state.swapPending) {
         ui.swapModeHint.textContent = "The change could not be applied; the session keeps its previous choice.";
         state.swapPending = false;
       }
@@ -458,9 +476,17 @@
       const channel = pc.createDataChannel("events");
       state.channel = channel;
       channel.addEventListener("message", (event) => handleChannelMessage(event.data));
-      // a face chosen after the offer went out, before the channel opened: switch to it now
+      // choices made after the offer went out, before the channel opened: sent now (a face still
+      // uploading is sent when its upload ends)
       channel.addEventListener("open", () => {
-        if (state.faceId !== state.sessionFaceId) switchFace(state.faceId, ui.faceFile.files[0]?.name || "the new face");
+        const noFaceChosen = ui.faceFile.files.length === 0;
+        if ((state.faceId || noFaceChosen) && state.faceId !== state.sessionFaceId) {
+          switchFace(state.faceId, ui.faceFile.files[0]?.name || "the new face");
+        }
+        const swap = desiredSwap();
+        if (swap && JSON.stringify({ swap: swap.swap, reference_face_id: swap.reference_face_id }) !== state.sessionSwap) {
+          sendSwapOptions();
+        }
       });
 
       pc.addEventListener("track", (event) => {
@@ -480,7 +506,9 @@
       await waitForIceGathering(pc, ICE_GATHERING_TIMEOUT_MS);
       if (state.pc !== pc) return; // stopped meanwhile
 
-      const offer = { sdp: pc.localDescription.sdp, type: pc.localDescription.type, options };
+      const current = desiredSwap() || options; // the controls may have changed during the camera prompt
+      const offer = { sdp: pc.localDescription.sdp, type: pc.localDescription.type, options: current };
+      state.sessionSwap = JSON.stringify({ swap: current.swap, reference_face_id: current.reference_face_id });
       if (state.faceId) offer.face_id = state.faceId;
       state.sessionFaceId = state.faceId;
       let response;
@@ -558,6 +586,7 @@
     state.sessionFaceId = null;
     state.switchingTo = null;
     state.swapPending = false;
+    state.sessionSwap = null;
     ui.swapModeHint.textContent = "";
     state.lastSessionId = sessionId || state.lastSessionId || null;
     setSession(null);
@@ -691,6 +720,7 @@
 
   ui.faceFile.addEventListener("change", () => uploadFace(ui.faceFile.files[0] || null));
   ui.swapMode.addEventListener("change", chooseSwapMode);
+  showReferenceField(); // a browser may restore the select's value on reload
   ui.referenceFile.addEventListener("change", () => uploadReference(ui.referenceFile.files[0] || null));
   ui.start.addEventListener("click", () => start());
   ui.stop.addEventListener("click", () => stop());

@@ -25,3 +25,13 @@ class IceGatheringFailed(StreamError):
     """The server's own ICE settings produced no candidate (a configuration problem)."""
 
     code = "ice_gathering_failed"
+
+
+class InvalidCommand(StreamError):
+    """A data-channel command the session cannot carry out; answered with an error event."""
+
+    code = "invalid_command"
+
+    def __init__(self, message: str, code: str = "invalid_command") -> None:
+        super().__init__(message)
+        self.code = code

@@ -23,7 +23,7 @@ from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
 from pipeline.runner import BatchRunner, FrameResult
 from quota.meter import Level, MeterState, SessionMeter
 from stream.encoder import tune_sender
-from stream.errors import IceGatheringFailed, InvalidOffer
+from stream.errors import IceGatheringFailed, InvalidCommand, InvalidOffer
 from stream.ice import allowed_remote_networks, refuse_outside_checks, restrict_gathering, rtc_configuration
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
@@ -218,39 +218,45 @@ class Session:
             self.send_event(self.meter.state.as_event())
 
     def _on_message(self, message: str | bytes) -> None:
+        """A command from the client; every one is answered with an event (its result, or an error
+        naming the command), and one that fails changes nothing."""
         try:
             command = json.loads(message)
             kind = command["type"]
         except (ValueError, TypeError, KeyError):
             self.send_event({"type": "error", "code": "invalid_command", "message": "expected a JSON object with a 'type'"})
             return
-        if kind == "set_face":
-            face_id = command.get("face_id")
-            try:
-                self.set_face(face_id if isinstance(face_id, str) else None)
-            except (FaceNotFound, FaceForbidden) as exc:
-                self.send_event({"type": "error", "code": exc.code, "message": exc.args[0]})
-                return
-            self.send_event({"type": "face", "face_id": self.face_id})
+        try:
+            answer = self._carry_out(kind, command)
+        except (InvalidCommand, InvalidSwapOptions, FaceNotFound, FaceForbidden) as exc:
+            code = "invalid_command" if isinstance(exc, InvalidSwapOptions) else exc.code
+            self.send_event({"type": "error", "code": code, "message": exc.args[0], "command": kind})
             return
-        if kind == "set_swap":
-            try:
-                self.set_swap({key: command[key] for key in SWAP_KEYS if key in command})
-            except (InvalidSwapOptions, FaceNotFound, FaceForbidden) as exc:
-                self.send_event({"type": "error", "code": exc.code, "message": exc.args[0]})
-                return
-            self.send_event({"type": "swap", **{key: self.options[key] for key in SWAP_KEYS if key in self.options}})
-            return
-        self.send_event({"type": "error", "code": "unknown_command", "message": f"unknown command type {kind!r}"})
+        self.send_event(answer)
 
-    def set_swap(self, swap: Mapping[str, object]) -> None:
-        """Changes which faces are swapped mid-stream ({"swap", "reference_face_id"?}, as in an
-        offer's options); InvalidSwapOptions, FaceNotFound, FaceForbidden."""
+    def _carry_out(self, kind: object, command: Mapping[str, Any]) -> dict[str, object]:
+        if kind == "set_face":
+            face_id = command.get("face_id", "")
+            if not (face_id is None or (isinstance(face_id, str) and face_id)):
+                raise InvalidCommand("set_face needs 'face_id': a face's id, or null to stop swapping")
+            self.set_face(face_id)
+            return {"type": "face", "face_id": self.face_id}
+        if kind == "set_swap":
+            if "swap" not in command:
+                raise InvalidCommand("set_swap needs 'swap': all, largest or reference")
+            return {"type": "swap", **self.set_swap(command["swap"], command.get("reference_face_id"))}
+        raise InvalidCommand(f"unknown command type {kind!r}", code="unknown_command")
+
+    def set_swap(self, mode: object, reference_face_id: object = None) -> dict[str, object]:
+        """Changes which faces are swapped mid-stream, by the offer's rules (a reference photo
+        only with mode 'reference'); returns the new {"swap", "reference_face_id"?}.
+        InvalidSwapOptions, FaceNotFound, FaceForbidden, before anything changes."""
+        swap = {"swap": mode, "reference_face_id": reference_face_id} if mode == "reference" else {"swap": mode}
         check_swap_options(swap, self._faces, self.account_id)
-        options = {key: value for key, value in self.options.items() if key not in SWAP_KEYS}
-        self.options = {**options, **swap}
+        self.options = {**{key: value for key, value in self.options.items() if key not in SWAP_KEYS}, **swap}
         if self._in_runner and not self._close_started:
             self._runner.set_options(self.id, self._chain_options())
+        return swap
 
     def set_face(self, face_id: str | None) -> None:
         """Switches the source face mid-stream (None: no swap); FaceNotFound / FaceForbidden."""
@@ -274,7 +280,7 @@ class Session:
             "state": self.state,
             "account_id": self.account_id,
             "face_id": self.face_id,
-            "options": self.options,  # as offered: which faces to swap
+            "options": dict(self.options),  # which faces to swap: as offered, or as set since
             "created_at": self.created_at,
             "close_reason": self.close_reason,
             **self.stats.as_dict(),

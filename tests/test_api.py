@@ -189,15 +189,22 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                 assert await answer_to({"type": "set_swap", "swap": "largest"}) == {"type": "swap", "swap": "largest"}
                 assert (await snapshot())["options"] == {"swap": "largest"}, "the reference goes with its mode"
 
+                # a reference photo only goes with its mode
+                assert await answer_to({"type": "set_swap", "swap": "largest", "reference_face_id": reference}) == {
+                    "type": "swap", "swap": "largest"}  # fmt: skip
                 for bad, code in (
-                    ({"type": "set_swap", "swap": "everyone"}, "invalid_body"),
-                    ({"type": "set_swap", "swap": "reference"}, "invalid_body"),
+                    ({"type": "set_swap", "swap": "everyone"}, "invalid_command"),
+                    ({"type": "set_swap", "swap": "reference"}, "invalid_command"),
+                    ({"type": "set_swap", "swap_mode": "largest"}, "invalid_command"),  # no 'swap': not "all"
                     ({"type": "set_swap", "swap": "reference", "reference_face_id": "nope"}, "face_not_found"),
                     ({"type": "set_face", "face_id": "nope"}, "face_not_found"),
+                    ({"type": "set_face", "face_id": 123}, "invalid_command"),
+                    ({"type": "set_face"}, "invalid_command"),  # no 'face_id': not "stop swapping"
                     ({"type": "dance"}, "unknown_command"),
                 ):
                     answer = await answer_to(bad)
                     assert answer["type"] == "error" and answer["code"] == code, (bad, answer)
+                    assert answer["command"] == bad["type"], "the error names the command it answers"
                 after = await snapshot()
                 assert after["options"] == {"swap": "largest"} and after["face_id"] == face, "nothing changed"
 
@@ -205,6 +212,7 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                 path = f"/api/sessions/{session.session_id}/swap"
                 assert (await client.request("POST", path, json=swap))["options"] == swap
                 await expect_error(client.request("POST", path, json={"swap": "everyone"}), 400, "invalid_body")
+                await expect_error(client.request("POST", path, json={"reference_face_id": reference}), 400, "invalid_body")
                 await expect_error(client.request("POST", path, json=["largest"]), 400, "invalid_body")
                 await expect_error(client.request("POST", path, json={"swap": "reference", "reference_face_id": "x"}), 404, "face_not_found")
                 await expect_error(client.request("POST", "/api/sessions/nope/swap", json={"swap": "all"}), 404)

@@ -11,7 +11,7 @@ from signaling.app_keys import ACCOUNTS, FACES, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
 from signaling.request_body import json_object
-from stream.swap_options import SWAP_KEYS, check_swap_options
+from stream.swap_options import check_swap_options
 
 routes = web.RouteTableDef()
 
@@ -90,6 +90,9 @@ async def set_session_swap(request: web.Request) -> web.Response:
     "reference_face_id"?}, as in an offer's options."""
     account = await current_account(request)
     session = request.app[SESSIONS].get(request.match_info["session_id"], account.id)
-    body = await json_object(request, '{"swap": "all" | "largest" | "reference", "reference_face_id"?}')
-    session.set_swap({key: body[key] for key in SWAP_KEYS if key in body})
+    shape = '{"swap": "all" | "largest" | "reference", "reference_face_id"?}'
+    body = await json_object(request, shape)
+    if "swap" not in body:
+        raise ApiError(400, "invalid_body", f"expected {shape}")
+    session.set_swap(body["swap"], body.get("reference_face_id"))
     return web.json_response(session.snapshot())

@@ -5,6 +5,7 @@
 
 (() => {
   const ICE_GATHERING_TIMEOUT_MS = 3000;
+  const COMMAND_ANSWER_TIMEOUT_MS = 5000; // a data-channel command still unanswered then: the page says so
   const CLIENT_STATS_INTERVAL_MS = 1000;
   const CAMERA_CONSTRAINTS = {
     audio: false,
@@ -89,7 +90,7 @@
     referenceId: null, // the uploaded photo of the one person to swap (swap mode "reference")
     referenceUpload: null,
     referenceSeq: 0,
-    swapPending: false, // a set_swap awaiting the server's answer
+    swapPending: null, // {options} of a set_swap awaiting the server's answer
     sessionSwap: null, // JSON of the {swap, reference_face_id} the session was last offered or told
     switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
     sessionFaceId: null, // the face the server last said this session swaps to
@@ -246,9 +247,13 @@
     if (!state.pc || !channel || channel.readyState !== "open") return;
     const options = desiredSwap();
     if (!options) return;
-    state.swapPending = true;
+    const pending = { options };
+    state.swapPending = pending;
     channel.send(JSON.stringify({ type: "set_swap", ...options }));
     ui.swapModeHint.textContent = "Changing…";
+    setTimeout(() => {
+      if (state.swapPending === pending) ui.swapModeHint.textContent = "No answer from the server yet about the change.";
+    }, COMMAND_ANSWER_TIMEOUT_MS);
   }
 
   // What the page's controls ask for: {swap, reference_face_id?}, or null while 'only one
@@ -260,7 +265,7 @@
   }
 
   function swapChanged(message) {
-    state.swapPending = false;
+    state.swapPending = null;
     state.sessionSwap = JSON.stringify({ swap: message.swap, reference_face_id: message.reference_face_id });
     ui.swapModeHint.textContent = `Now swapping ${SWAP_MODE_NAMES[message.swap] || message.swap}.`;
   }
@@ -310,9 +315,13 @@
   function switchFace(faceId, name) {
     const channel = state.channel;
     if (!state.pc || !channel || channel.readyState !== "open") return;
-    state.switchingTo = { faceId, name };
+    const pending = { faceId, name };
+    state.switchingTo = pending;
     channel.send(JSON.stringify({ type: "set_face", face_id: faceId }));
     ui.faceState.textContent = faceId ? `Switching to ${name}…` : "Stopping the swap…";
+    setTimeout(() => {
+      if (state.switchingTo === pending) ui.faceState.textContent = "No answer from the server yet about the face.";
+    }, COMMAND_ANSWER_TIMEOUT_MS);
   }
 
   function faceSwitched(faceId) {
@@ -413,7 +422,7 @@
       }
       if (message.command === "set_swap" && state.swapPending) {
         ui.swapModeHint.textContent = "The change could not be applied; the session keeps its previous choice.";
-        state.swapPending = false;
+        state.swapPending = null;
       }
       const code = message.code ? ` (${message.code})` : "";
       showError(`The server reported an error${code}:`, message.message || "no details given");
@@ -585,7 +594,7 @@
     state.stream = null;
     state.sessionFaceId = null;
     state.switchingTo = null;
-    state.swapPending = false;
+    state.swapPending = null;
     state.sessionSwap = null;
     ui.swapModeHint.textContent = "";
     state.lastSessionId = sessionId || state.lastSessionId || null;

@@ -275,7 +275,9 @@
     state.referenceId = null;
     clearError();
     if (!file) {
-      ui.referenceState.textContent = "Choose a photo of the person whose face is to be swapped.";
+      ui.referenceState.textContent = state.sessionSwap && JSON.parse(state.sessionSwap).swap === "reference"
+        ? "No photo chosen: the session keeps the previous one until another photo or choice of faces."
+        : "Choose a photo of the person whose face is to be swapped.";
       state.referenceUpload = null;
       return null;
     }

@@ -36,10 +36,10 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             ran_on = time.monotonic() - killed
             print(f"processed on the lease for {ran_on:.1f} s after Redis died")
             assert ran_on < 3.5, "no more than the lease (at most 1.4 x 2 s of video) is spent without the store"
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(1.2)  # a second to judge by, after frames in flight (0.2 s)
             now = time.monotonic()
-            assert log.fps(now - 0.4, now, processed=True) == 0, "fail closed: nothing processed without the store"
-            assert log.fps(now - 0.4, now, processed=False) > 15, "the original video keeps flowing"
+            assert log.fps(now - 1.0, now, processed=True) == 0, "fail closed: nothing processed without the store"
+            assert log.fps(now - 1.0, now, processed=False) > 15, "the original video keeps flowing"
 
             redis_server.start()
             await wait_until(lambda: meter_levels(session)[-1][0] == "full", timeout=10)

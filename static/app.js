@@ -90,8 +90,8 @@
     referenceId: null, // the uploaded photo of the one person to swap (swap mode "reference")
     referenceUpload: null,
     referenceSeq: 0,
-    swapPending: null, // {options} of a set_swap awaiting the server's answer
-    sessionSwap: null, // JSON of the {swap, reference_face_id} the session was last offered or told
+    swapPending: null, // the options of a set_swap awaiting the server's answer
+    sessionSwap: null, // the {swap, reference_face_id?} the session was last offered or told
     switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
     sessionFaceId: null, // the face the server last said this session swaps to
   };
@@ -233,12 +233,8 @@
 
   function chooseSwapMode() {
     showReferenceField();
-    const reference = ui.swapMode.value === "reference";
-    ui.swapModeHint.textContent = "";
-    if (reference && !state.referenceId) {
-      if (state.pc) ui.swapModeHint.textContent = "Choose their photo: the swap changes once it is uploaded.";
-      return;
-    }
+    // 'only one person' without their photo yet: nothing to send until it is uploaded
+    ui.swapModeHint.textContent = state.pc && !desiredSwap() ? "Choose their photo: the swap changes once it is uploaded." : "";
     sendSwapOptions();
   }
 
@@ -247,12 +243,11 @@
     if (!state.pc || !channel || channel.readyState !== "open") return;
     const options = desiredSwap();
     if (!options) return;
-    const pending = { options };
-    state.swapPending = pending;
+    state.swapPending = options;
     channel.send(JSON.stringify({ type: "set_swap", ...options }));
     ui.swapModeHint.textContent = "Changing…";
     setTimeout(() => {
-      if (state.swapPending === pending) ui.swapModeHint.textContent = "No answer from the server yet about the change.";
+      if (state.swapPending === options) ui.swapModeHint.textContent = "No answer from the server yet about the change.";
     }, COMMAND_ANSWER_TIMEOUT_MS);
   }
 
@@ -264,9 +259,13 @@
     return state.referenceId ? { swap: mode, reference_face_id: state.referenceId } : null;
   }
 
+  function sameSwap(a, b) {
+    return Boolean(a && b) && a.swap === b.swap && (a.reference_face_id || null) === (b.reference_face_id || null);
+  }
+
   function swapChanged(message) {
     state.swapPending = null;
-    state.sessionSwap = JSON.stringify({ swap: message.swap, reference_face_id: message.reference_face_id });
+    state.sessionSwap = { swap: message.swap, reference_face_id: message.reference_face_id };
     ui.swapModeHint.textContent = `Now swapping ${SWAP_MODE_NAMES[message.swap] || message.swap}.`;
   }
 
@@ -275,7 +274,7 @@
     state.referenceId = null;
     clearError();
     if (!file) {
-      ui.referenceState.textContent = state.sessionSwap && JSON.parse(state.sessionSwap).swap === "reference"
+      ui.referenceState.textContent = state.sessionSwap?.swap === "reference"
         ? "No photo chosen: the session keeps the previous one until another photo or choice of faces."
         : "Choose a photo of the person whose face is to be swapped.";
       state.referenceUpload = null;
@@ -495,7 +494,7 @@
           switchFace(state.faceId, ui.faceFile.files[0]?.name || "the new face");
         }
         const swap = desiredSwap();
-        if (swap && JSON.stringify({ swap: swap.swap, reference_face_id: swap.reference_face_id }) !== state.sessionSwap) {
+        if (swap && !sameSwap(swap, state.sessionSwap)) {
           sendSwapOptions();
         }
       });
@@ -519,7 +518,7 @@
 
       const current = desiredSwap() || options; // the controls may have changed during the camera prompt
       const offer = { sdp: pc.localDescription.sdp, type: pc.localDescription.type, options: current };
-      state.sessionSwap = JSON.stringify({ swap: current.swap, reference_face_id: current.reference_face_id });
+      state.sessionSwap = current;
       if (state.faceId) offer.face_id = state.faceId;
       state.sessionFaceId = state.faceId;
       let response;

@@ -2,7 +2,7 @@
 and a portrait framed as a webcam frames a face (its top part, at the frame's aspect).
 
 A stand-in camera (ImageTrack) and the tests send portraits as 640x480 video; stretched to the
-frame instead, a portrait's face came out half again as wide as it is (obama2.jpg, 626x1200),
+frame instead, a portrait's face came out 2.5 times as wide for its height (obama2.jpg, 626x1200),
 and FaceMesh grew unsure of it (presence down to 0.21) where the real face scores 1.00.
 """
 

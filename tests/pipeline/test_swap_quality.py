@@ -63,13 +63,15 @@ def results():
             assert out is not None, f"{source} -> {target}: no face swapped"
             identity, points, _ = measure(out)
             target_identity, target_points, target_box = measured[target]
+            outside, outside_samples = outside_change(frames[target], out, target_box)
             inter_ocular = float((target_points[263] - target_points[33]).norm())
             rows.append({
                 "pair": f"{source} -> {target}",
                 "to_source": float(identity @ measured[source][0]),
                 "to_target": float(identity @ target_identity),
                 "landmarks": float((points - target_points).norm(dim=1).mean()) / inter_ocular,
-                **dict(zip(("outside", "outside_samples"), outside_change(frames[target], out, target_box))),
+                "outside": outside,
+                "outside_samples": outside_samples,
             })  # fmt: skip
     print("\n| pair | SFace to source | to target | landmarks (x IOD) | change outside face | samples changed there |")
     for row in rows:

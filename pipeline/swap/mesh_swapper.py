@@ -4,7 +4,8 @@ source face's appearance, with no learned swap weights.
 Per batch of faces (of any frames, any sessions), all on the device:
 region around each target mesh -> thin-plate-spline backward warp of the source crop onto the
 target's 468 points -> masks (feathered oval; open eyes and mouth kept; faded where the warp
-stretches the source thin, detail.py) -> colour match to the target's skin -> multi-band blend ->
+stretches the source thin, detail.py, or reaches past the source's outline, source_skin.py)
+-> colour match to the target's skin -> multi-band blend ->
 the change added back to the frames.
 """
 
@@ -33,8 +34,9 @@ BlendMode = Literal["multiband", "alpha"]
 class SwapResult:
     """frames [B, 3, H, W]: the swapped frames; support [B, 1, H, W]: > 0 where a face's (dilated)
     mask reaches; every pixel where it is 0 is unchanged. regions, masks, warped ([N, 3, R, R] the
-    colour-matched warped source) and detail ([N, 1, R, R], detail.py; already in the masks)
-    describe each face, for inspection."""
+    colour-matched warped source), detail ([N, 1, R, R], detail.py) and source_skin ([N, 1, R, R],
+    the source's face weight carried by the warp, source_skin.py) describe each face, for
+    inspection; detail and source_skin are already in the masks."""
 
     frames: torch.Tensor
     support: torch.Tensor
@@ -42,6 +44,7 @@ class SwapResult:
     masks: FaceMasks
     warped: torch.Tensor
     detail: torch.Tensor
+    source_skin: torch.Tensor
 
 
 class MeshSwapper:
@@ -109,7 +112,7 @@ class MeshSwapper:
         if count == 0:
             empty = torch.zeros(0, 1, size, size, device=self.device)
             no_masks = FaceMasks(empty, empty, empty, empty)
-            return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, empty)
+            return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, empty, empty)
 
         images, source_points, controls = _source_batch(sources, self.device)
         region_points = regions.to_region(points)
@@ -120,8 +123,10 @@ class MeshSwapper:
         )
         masks = face_masks(region_points, size, self.keep_eyes_mouth)
         detail = detail_weight(grid, images.shape[-2:], masks.skin)
-        masks = replace(masks, alpha=masks.alpha * detail, hard=masks.hard * detail)
-        warped = match_colour(warp_sources(images, grid), base, masks.skin)
+        warped, source_skin = warp_sources(images, grid).split((3, 1), dim=1)  # the skin weight rides along
+        shown = detail * source_skin
+        masks = replace(masks, alpha=masks.alpha * shown, hard=masks.hard * shown)
+        warped = match_colour(warped, base, masks.skin * source_skin)  # not the source's backdrop
         face = base + (warped - base) * masks.hard  # no foreign pixels outside the oval
         if self.blend == "multiband":
             change = multiband_change(face, base, masks.alpha, self.levels)
@@ -131,16 +136,20 @@ class MeshSwapper:
         change = torch.cat((change * masks.support, masks.support), dim=1)
         pasted = add_to_frames(torch.cat((frames, torch.zeros_like(frames[:, :1])), dim=1), regions, change, origin)
         out, support = pasted[:, :3].clamp_(0.0, 1.0), pasted[:, 3:]
-        return SwapResult(out, support, regions, masks, warped, detail)
+        return SwapResult(out, support, regions, masks, warped, detail, source_skin)
 
 
 def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The source crops as one zero-padded batch [N, 3, Hs, Ws], their points [N, 468, 2] and the
-    spline's control points [N, K] (indices into them)."""
+    """The source crops with their skin weight as a fourth channel, as one zero-padded batch
+    [N, 4, Hs, Ws], their points [N, 468, 2] and the spline's control points [N, K] (indices into
+    them)."""
     height = max(s.image.shape[1] for s in sources)
     width = max(s.image.shape[2] for s in sources)
     images = torch.stack(
-        [F.pad(s.image.to(device, torch.float32), (0, width - s.image.shape[2], 0, height - s.image.shape[1])) for s in sources]
+        [
+            F.pad(torch.cat((s.image, s.skin)).to(device, torch.float32), (0, width - s.image.shape[2], 0, height - s.image.shape[1]))
+            for s in sources
+        ]
     )
     points = torch.stack([s.points[:, :2].to(device, torch.float32) for s in sources])
     controls = torch.stack([s.controls.to(device) for s in sources])

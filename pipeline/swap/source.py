@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from pipeline.detect import FaceDetector
 from pipeline.landmarks import FaceMesher, boxes_from_points, crop_faces, to_frame_coords
+from pipeline.swap.source_skin import source_skin
 from pipeline.swap.warp import spline_controls
 
 # Crop side / the larger side of the mesh's bounding box, and the crop's size in pixels.
@@ -25,24 +26,35 @@ MIN_MESH_SCORE = 0.5
 class SourceFace:
     """image [3, S, S] float32 RGB in [0, 1]; points [468, 2] float32 in the image's pixels
     (pixel (i, j) covers [i, i+1) x [j, j+1)); both on the swapper's device. controls [K] long:
-    the points the warp's spline goes through (warp.spline_controls; chosen here when not given)."""
+    the points the warp's spline goes through (warp.spline_controls; chosen here when not given).
+    skin [1, S, S]: where the image shows the face itself, not its backdrop (source_skin.py; worked
+    out here when not given)."""
 
     image: torch.Tensor
     points: torch.Tensor
     identity: torch.Tensor | None = None  # SFace embedding [128] (the chain adds it), for choosing faces by reference
     latent: torch.Tensor | None = None  # inswapper source latent [512], when the chain runs the learned swapper
     controls: torch.Tensor | None = None
+    skin: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
-        if self.controls is None:  # frozen: set once, here
+        # frozen: set once, here
+        if self.controls is None:
             object.__setattr__(self, "controls", spline_controls(self.points).to(self.points.device))
+        if self.skin is None:
+            object.__setattr__(self, "skin", source_skin(self.points, self.image.shape[-1]))
 
     def to(self, device: torch.device | str) -> SourceFace:
         def moved(tensor: torch.Tensor | None) -> torch.Tensor | None:
             return None if tensor is None else tensor.to(device)
 
         return SourceFace(
-            self.image.to(device), self.points.to(device), moved(self.identity), moved(self.latent), moved(self.controls)
+            self.image.to(device),
+            self.points.to(device),
+            moved(self.identity),
+            moved(self.latent),
+            moved(self.controls),
+            moved(self.skin),
         )
 
 

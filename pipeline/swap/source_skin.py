@@ -1,5 +1,6 @@
 """Where an uploaded photo shows its own face: a weight over the source crop that the warp
-carries onto each target, so that the photo's backdrop is never pasted onto a target's face.
+carries onto each target, so that the photo's backdrop (or the black beyond its edge, where the
+face runs off the photo) is never pasted onto a target's face.
 
 The spline that maps target pixels to source pixels is exact only at its control points. On a
 head turned about 45 degrees it reaches past the source's outline between them: with biden.jpg
@@ -28,10 +29,16 @@ OUTLINE_INSET = 0.03
 FEATHER = 0.02
 
 
-def source_skin(points: torch.Tensor, size: int) -> torch.Tensor:
-    """points [468, 2+] in the pixels of an S x S source crop (S = size) -> [1, S, S] in [0, 1]."""
+def source_skin(points: torch.Tensor, size: int, in_photo: torch.Tensor | None = None) -> torch.Tensor:
+    """points [468, 2+] in the pixels of an S x S source crop (S = size) -> [1, S, S] in [0, 1].
+
+    in_photo [1, S, S]: where the crop holds the photo's pixels (1) rather than the padding of a
+    face that runs off the photo's edge (0; a chin cut off by the frame); the weight keeps off the
+    padding as it keeps off the backdrop."""
     outline = points[None, list(FACE_OVAL), :2].float()
     oval = polygon_masks(outline, size)  # [1, 1, S, S]
+    if in_photo is not None:
+        oval = oval * (in_photo[None] > 0.99).to(oval.dtype)  # a resized edge blends in padding
     width = float(outline[0, :, 0].amax() - outline[0, :, 0].amin())
     face = erode(oval, max(1, round(OUTLINE_INSET * width)))
     return box_blur(face, max(1, round(FEATHER * width / 3)))[0]  # box_blur reaches 3 x its radius

@@ -80,3 +80,37 @@ def test_a_turned_head_takes_nothing_from_beyond_the_source_outline(models, sour
     print("\npixels turned green (skin weight all ones, the real weight):", counts)
     assert all(everything > 100 for everything, _ in counts.values())
     assert all(weighted == 0 for _, weighted in counts.values())
+
+
+def test_a_face_cut_off_by_the_photo_edge_pastes_no_black_chin(models, sources):
+    """grace_hopper.jpg cut off a third of the way from her lips to her chin: the source crop is
+    black below the cut, and FaceMesh still puts her chin there. Swapped onto obama3.jpg with the
+    weight of the outline alone, thousands of pixels of his chin turn black; with the photo's edge in
+    the weight, no more pixels darken than with the whole photo as the source (glasses, brows)."""
+    detector, mesher = models
+    swapper = MeshSwapper(torch.device("cpu"))
+    whole = sources["grace_hopper.jpg"]
+    photo = face_rgb("grace_hopper.jpg")
+    frame = torch.from_numpy(np.ascontiguousarray(photo))[None]
+    found = detector.detect(frame)[0]
+    index = torch.zeros(1, dtype=torch.long)
+    points, _ = mesh_points(frame, found.boxes[:1], found.keypoints[:1, :2], index, mesher)
+    lips, chin = float(points[0, 14, 1]), float(points[0, 152, 1])
+    cut = analyse_source(np.ascontiguousarray(photo[: int(lips + (chin - lips) / 3)]), detector, mesher)
+    assert cut is not None
+    below_the_photo = cut.image.sum(dim=0) == 0  # the padding (black), the crop's bottom rows
+    assert below_the_photo[-1].all() and float(cut.skin[0][below_the_photo].max()) == 0.0
+
+    target = torch.from_numpy(np.ascontiguousarray(face_rgb("obama3.jpg")))[None]
+    found = detector.detect(target)[0]
+    target_points, _ = mesh_points(target, found.boxes[:1], found.keypoints[:1, :2], index, mesher)
+    frames = target.permute(0, 3, 1, 2).float() / 255
+
+    def darkened(source: SourceFace) -> int:
+        luma = lambda rgb: 0.299 * rgb[:, 0] + 0.587 * rgb[:, 1] + 0.114 * rgb[:, 2]  # noqa: E731
+        return int((luma(frames) - luma(swapper.swap(frames, target_points, index, [source])) > 0.25).sum())
+
+    counts = {"outline alone": darkened(SourceFace(cut.image, cut.points)), "with the photo's edge": darkened(cut), "whole photo": darkened(whole)}
+    print("\npixels darkened by more than a quarter of the range:", counts)
+    assert counts["outline alone"] > 3 * counts["whole photo"]
+    assert counts["with the photo's edge"] <= counts["whole photo"]

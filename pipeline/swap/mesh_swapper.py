@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from pipeline.swap.blend import alpha_change, multiband_change
 from pipeline.swap.color_match import match_colour
 from pipeline.swap.detail import detail_weight
-from pipeline.swap.hidden_points import hidden_points
+from pipeline.swap.hidden_points import hidden_on_turned_heads
 from pipeline.swap.masks import FaceMasks, face_masks
 from pipeline.swap.region import FaceRegions, add_to_frames, covering_window, face_regions, read_regions
 from pipeline.swap.source import SourceFace, analyse_source
@@ -124,7 +124,8 @@ class MeshSwapper:
         at_controls = controls[..., None].expand(-1, -1, 2)
         hidden = None
         if target_points.shape[2] >= 3:  # with FaceMesh's depth: which points a turned head hides
-            hidden = hidden_points(target_points.to(self.device, torch.float32)).gather(1, controls)
+            hidden = hidden_on_turned_heads(target_points.to(self.device, torch.float32))
+            hidden = None if hidden is None else hidden.gather(1, controls)
         grid = source_grid(
             region_points.gather(1, at_controls), source_points.gather(1, at_controls), images.shape[-2:], size, hidden=hidden
         )

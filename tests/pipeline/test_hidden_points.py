@@ -13,7 +13,7 @@ from pipeline.faces import FaceLibrary
 from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, analyse_source
 from pipeline.swap.detail import area_ratio
-from pipeline.swap.hidden_points import hidden_points
+from pipeline.swap.hidden_points import hidden_on_turned_heads, hidden_points
 from pipeline.swap.source import mesh_points
 from sdist_photos import photo_rgb
 from test_hard_poses import to_i420
@@ -59,6 +59,18 @@ def test_a_turned_head_hides_its_far_side_and_a_frontal_face_almost_nothing(mode
     frontal, _ = mesh_of(face_rgb("obama.jpg"), models)
     together = hidden_points(torch.cat((turned, frontal)))
     assert torch.allclose(together, torch.cat((hidden[None], hidden_points(frontal))), atol=1e-5)
+
+
+def test_hidden_points_count_only_on_turned_heads(models):
+    """A face that looks at the camera hides only its outline's sides: on the CPU its batch skips
+    the depth buffers (None); in a batch with a turned head, its row is 0 and the turned one's is
+    the full hidden_points."""
+    turned, _ = mesh_of(photo_rgb("45-m7-di-ph.jpg"), models)
+    frontal, _ = mesh_of(face_rgb("obama.jpg"), models)
+    assert hidden_on_turned_heads(frontal) is None
+    both = hidden_on_turned_heads(torch.cat((frontal, turned)))
+    assert both is not None and float(both[0].abs().max()) == 0.0
+    assert torch.allclose(both[1], hidden_points(turned)[0])
 
 
 def test_a_depth_that_is_not_a_number_counts_as_hidden_and_spoils_nothing_else(models):

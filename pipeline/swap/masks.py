@@ -128,13 +128,30 @@ def openness(points: torch.Tensor) -> torch.Tensor:
     return ((ratio - low) / (high - low)).clamp(0.0, 1.0)
 
 
-def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True) -> FaceMasks:
-    """The masks of each face from its target mesh points [N, 468, 2+] in region pixels."""
-    xy = points[..., :2].float()
+def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True, resolution: int | None = None) -> FaceMasks:
+    """The masks of each face from its target mesh points [N, 468, 2+] in region pixels, as
+    R x R maps (R = size). resolution (default R): the side at which they are drawn and
+    feathered, then scaled up bilinearly; the maps are smooth but for their edges, so half of R
+    keeps their shape (edges about a region pixel softer) for a quarter of the pixels."""
+    resolution = size if resolution is None else resolution
+    if resolution == size:
+        return _face_masks(points[..., :2].float(), size, keep_eyes_mouth)
+    masks = _face_masks(points[..., :2].float() * (resolution / size), resolution, keep_eyes_mouth)
+    maps = torch.cat((masks.alpha, masks.hard, masks.skin, masks.support), dim=1)
+    maps = F.interpolate(maps, size=(size, size), mode="bilinear", align_corners=False)
+    return FaceMasks(*maps.split(1, dim=1))
+
+
+def _face_masks(xy: torch.Tensor, size: int, keep_eyes_mouth: bool) -> FaceMasks:
     unit = size / 256.0  # the kernel sizes below were tuned at R = 256
     erosion, feather = round(8 * unit), round(3 * unit)  # feather reach 3 x 3 = 9 < erosion + 1
     hole_grow, hole_feather = round(2 * unit), round(1 * unit)
     reach = round(16 * unit)  # how far the blend's coarse bands may spread past the oval
+    # at the half-size masks of the CPU chain (R = 96) the holes' feather rounds to nothing and
+    # their edges show the half-size staircase: one pass of the smallest box there instead
+    # (scaled up, a spread like that of the three passes at R = 192)
+    hole_passes = 3 if hole_feather else 1
+    hole_feather = max(hole_feather, 1)
 
     # the four polygons in one fill: each padded to the oval's length by repeating its last
     # vertex (an edge of length 0 crosses no row)
@@ -154,5 +171,5 @@ def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True) ->
         weight = openness(xy)[:, :, None, None]  # [N, 3, 1, 1]
         kept = (parts * weight).amax(dim=1, keepdim=True)
         hard = oval * (1.0 - kept)
-        alpha = alpha * (1.0 - box_blur(kept, hole_feather))
+        alpha = alpha * (1.0 - box_blur(kept, hole_feather, hole_passes))
     return FaceMasks(alpha=alpha, hard=hard, skin=skin, support=support)

@@ -61,6 +61,7 @@ class MeshSwapper:
         region_size: int = 256,
         blend: BlendMode = "multiband",
         levels: int = 3,
+        mask_resolution: int | None = None,
     ) -> None:
         if region_size % (2**levels):
             raise ValueError(f"region_size must be a multiple of {2**levels}, not {region_size}")
@@ -69,6 +70,7 @@ class MeshSwapper:
         self.region_size = region_size
         self.blend: BlendMode = blend
         self.levels = levels
+        self.mask_resolution = mask_resolution  # masks.py: drawn at this side, then scaled to the region's
 
     def reach(self, target_points: torch.Tensor, height: int, width: int) -> tuple[int, int, int, int]:
         """(top, bottom, left, right): the box of H x W frame pixels that a swap of faces with these
@@ -129,7 +131,7 @@ class MeshSwapper:
         grid = source_grid(
             region_points.gather(1, at_controls), source_points.gather(1, at_controls), images.shape[-2:], size, hidden=hidden
         )
-        masks = face_masks(region_points, size, self.keep_eyes_mouth)
+        masks = face_masks(region_points, size, self.keep_eyes_mouth, self.mask_resolution)
         detail = detail_weight(grid, images.shape[-2:], masks.skin)
         warped, warped_skin = warp_sources(images, grid).split((3, 1), dim=1)  # the skin weight rides along
         shown = detail * warped_skin

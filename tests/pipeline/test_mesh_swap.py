@@ -15,7 +15,7 @@ from photos import face_rgb
 from pipeline.detect import FaceDetector
 from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
-from pipeline.swap.masks import apertures, polygon_masks
+from pipeline.swap.masks import apertures, face_masks, polygon_masks
 from pipeline.swap.source import mesh_points
 from pipeline.swap.topology import EYE_OUTER_CORNERS, INNER_LIPS
 from pipeline.swap.warp import FEATURE_POINTS, SPLINE_CONTROLS, spline_controls
@@ -82,11 +82,16 @@ def inter_ocular(points: torch.Tensor) -> float:
     return float((points[0, EYE_OUTER_CORNERS[0], :2] - points[0, EYE_OUTER_CORNERS[1], :2]).norm())
 
 
+# masks drawn at the region's side, and at half of it as the chain does on the CPU (masks.py)
+MASK_RESOLUTIONS = pytest.mark.parametrize("mask_resolution", [None, 128], ids=["full-masks", "half-masks"])
+
+
+@MASK_RESOLUTIONS
 @pytest.mark.parametrize(("source_name", "target_name"), [("biden.jpg", "obama.jpg"), ("obama.jpg", "biden.jpg")])
-def test_swap_changes_the_face_only_and_keeps_its_geometry(source_name: str, target_name: str) -> None:
+def test_swap_changes_the_face_only_and_keeps_its_geometry(source_name: str, target_name: str, mask_resolution: int | None) -> None:
     frame, points = target(target_name)
     frames = as_float(frame)
-    result = MeshSwapper(CPU).render(frames, points, torch.tensor([0]), [source(source_name)])
+    result = MeshSwapper(CPU, mask_resolution=mask_resolution).render(frames, points, torch.tensor([0]), [source(source_name)])
     out = result.frames
     assert out.shape == frames.shape and torch.isfinite(out).all()
     assert frames.equal(as_float(frame)), "the input frames were modified"
@@ -170,12 +175,13 @@ def test_swapping_a_face_with_itself_changes_little() -> None:
     assert self_diff < other_diff / 3
 
 
-def test_an_open_mouth_keeps_the_targets_mouth() -> None:
+@MASK_RESOLUTIONS
+def test_an_open_mouth_keeps_the_targets_mouth(mask_resolution: int | None) -> None:
     frame, points = target("obama.jpg")  # smiling, teeth showing
     assert float(apertures(points)[0, 2]) > 0.1
     frames = as_float(frame)
-    kept = MeshSwapper(CPU, keep_eyes_mouth=True).render(frames, points, torch.tensor([0]), [source("biden.jpg")])
-    replaced = MeshSwapper(CPU, keep_eyes_mouth=False).swap(frames, points, torch.tensor([0]), [source("biden.jpg")])
+    kept = MeshSwapper(CPU, keep_eyes_mouth=True, mask_resolution=mask_resolution).render(frames, points, torch.tensor([0]), [source("biden.jpg")])
+    replaced = MeshSwapper(CPU, keep_eyes_mouth=False, mask_resolution=mask_resolution).swap(frames, points, torch.tensor([0]), [source("biden.jpg")])
     # the mouth opening, shrunk a little, in frame pixels
     mouth = polygon_masks(kept.regions.to_region(points[:, INNER_LIPS]), kept.regions.size)
     mouth = 1.0 - F.max_pool2d(1.0 - mouth, 9, stride=1, padding=4)
@@ -216,3 +222,28 @@ def test_the_spline_goes_through_every_feature_point_and_points_spread_over_the_
     to_features = torch.cdist(xy, xy[list(FEATURE_POINTS)]).amin(dim=1)
     to_controls = torch.cdist(xy, xy[controls]).amin(dim=1)
     assert float(to_controls.max()) < 0.5 * float(to_features.max())
+
+
+def test_masks_drawn_at_half_the_side_keep_their_shape() -> None:
+    """The CPU chain draws the masks at half the region's side and scales them up (masks.py):
+    the same maps up to their edges, the open eyes and mouth still taken out."""
+    frame, points = target("obama.jpg")  # eyes and mouth open
+    swapper = MeshSwapper(CPU)
+    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
+    full = face_masks(region_points, 256)
+    half = face_masks(region_points, 256, resolution=128)
+    for name in ("alpha", "hard", "skin", "support"):
+        a, b = getattr(full, name), getattr(half, name)
+        assert b.shape == a.shape == (1, 1, 256, 256)
+        assert float(b.min()) >= 0.0 and float(b.max()) <= 1.0
+        difference = (a - b).abs()
+        # within 2 pixels of where the full-resolution map changes by more than half
+        edges = (F.max_pool2d(a, 5, stride=1, padding=2) + F.max_pool2d(-a, 5, stride=1, padding=2)) > 0.5
+        off_edges = float(difference[~edges].max())
+        print(f"\n{name}: mean difference {float(difference.mean()):.4f}, "
+              f"{float((difference > 0.5).float().mean()):.3%} of pixels over 0.5, at most {off_edges:.3f} off the edges")  # fmt: skip
+        assert float(difference.mean()) < 0.02, name
+        assert off_edges < 0.25, name
+    mouth = polygon_masks(region_points[:, INNER_LIPS], 256)
+    mouth = 1.0 - F.max_pool2d(1.0 - mouth, 5, stride=1, padding=2)  # well inside the opening
+    assert float(half.hard[mouth > 0.5].max()) < 0.05 and float(half.alpha[mouth > 0.5].max()) < 0.05

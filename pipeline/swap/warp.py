@@ -102,7 +102,8 @@ def fit_thin_plate_spline(
     n, k, _ = control.shape
     c = control.double()
     system = torch.zeros(n, k + 3, k + 3, dtype=torch.float64, device=control.device)
-    system[:, :k, :k] = _kernel(torch.cdist(c, c).square())
+    along_x, along_y = c[:, :, None, 0] - c[:, None, :, 0], c[:, :, None, 1] - c[:, None, :, 1]
+    system[:, :k, :k] = _kernel(along_x.square_() + along_y.square_())  # squared distances: no root taken and squared
     if isinstance(regularization, torch.Tensor):
         regularization = regularization.to(control.device, torch.float64)
     system[:, :k, :k].diagonal(dim1=1, dim2=2).add_(regularization)
@@ -161,7 +162,9 @@ def source_grid(
     axis = torch.linspace(0.5 * scale, 1.0 - 0.5 * scale, coarse, device=target_points.device)
     yy, xx = torch.meshgrid(axis, axis, indexing="ij")
     lattice = torch.stack((xx, yy), dim=-1).reshape(1, -1, 2).expand(n, -1, -1)
-    coarse_grid = spline(lattice).reshape(n, coarse, coarse, 2).permute(0, 3, 1, 2)
+    # contiguous: given the permuted (channels-last) view, the CPU's bilinear upsampling takes a
+    # path several times slower (0.88 against 0.24 ms at R = 192 on one thread)
+    coarse_grid = spline(lattice).reshape(n, coarse, coarse, 2).permute(0, 3, 1, 2).contiguous()
     dense = F.interpolate(coarse_grid, size=(region_size, region_size), mode="bilinear", align_corners=True)
     return dense.permute(0, 2, 3, 1)
 

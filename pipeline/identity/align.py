@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from pipeline.sampling import affine_grid, frames_per_crop
+
 # Left eye, right eye, nose tip, left and right mouth corner (image left/right), for a 112 x 112
 # crop: InsightFace's ArcFace template, the same five points OpenCV's FaceRecognizerSF aligns to.
 ARCFACE_112 = (
@@ -76,7 +78,6 @@ def warp_crops(frames: torch.Tensor, transforms: torch.Tensor, frame_index: torc
     Cost: grid_sample reads float input, so each face's whole frame is converted to float (N
     frames, not B); on the CPU that conversion, not the sampling, is most of the time.
     """
-    count = transforms.shape[0]
     height, width = frames.shape[1:3]
     device = frames.device
     transforms = transforms.to(device, torch.float32)
@@ -87,8 +88,8 @@ def warp_crops(frames: torch.Tensor, transforms: torch.Tensor, frame_index: torc
     theta_linear = linear * (size / 2) * to_unit[None, :, None]
     theta_offset = (linear.sum(dim=2) * (size / 2) + offset) * to_unit - 1
     theta = torch.cat((theta_linear, theta_offset[:, :, None]), dim=2)
-    grid = F.affine_grid(theta, [count, 3, size, size], align_corners=False)
-    source = frames.index_select(0, frame_index.to(device, torch.long)).permute(0, 3, 1, 2).float()
+    grid = affine_grid(theta, size)
+    source = frames_per_crop(frames, frame_index).permute(0, 3, 1, 2).float()
     return F.grid_sample(source, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 

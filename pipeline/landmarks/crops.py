@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.model_input import as_float_rgb, frame_size
+from pipeline.sampling import affine_grid, frames_per_crop
 
 # MediaPipe's face mesh indices of the outer eye corners, image-left and image-right
 LEFT_EYE_CORNER = 33
@@ -60,8 +61,8 @@ def crop_faces(
     # input = diag(2/W, 2/H) @ (linear * size/2 @ out + centre) - 1
     to_unit = torch.stack((torch.full_like(cos, 2.0 / width), torch.full_like(cos, 2.0 / height)), 1)  # [N, 2]
     theta = torch.cat((linear * (size / 2) * to_unit[:, :, None], (centre * to_unit - 1)[:, :, None]), dim=2)
-    grid = F.affine_grid(theta, [count, 3, size, size], align_corners=False)
-    source = as_float_rgb(frames.index_select(0, frame_index.to(device, torch.long)))
+    grid = affine_grid(theta, size)
+    source = as_float_rgb(frames_per_crop(frames, frame_index))
     crops = F.grid_sample(source, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     return crops, transforms
 

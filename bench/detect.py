@@ -46,8 +46,9 @@ def main() -> None:
     frame = F.interpolate(photo, size=(480, 640), mode="bilinear", antialias=True).round().clamp(0, 255)
     frame = frame.to(torch.uint8)[0].permute(1, 2, 0).contiguous().to(device)
 
+    input_shape = "x".join(str(side) for side in reversed(detector.letterbox(frame[None])[0].shape[2:]))
     print(f"device {device}, {'fp16' if args.half else 'fp32'}, {args.threads} CPU threads, torch {torch.__version__}, "
-          f"640x480 frames letterboxed to {args.input_size}x{args.input_size}\n")
+          f"640x480 frames scaled to fit {args.input_size}x{args.input_size} (network input {input_shape})\n")
     print("| batch | letterbox ms | forward ms | detect ms | detect ms per frame | faces |")
     print("|---:|---:|---:|---:|---:|---|")
     for n in args.batches:

@@ -234,10 +234,12 @@ def test_input_is_tiny_retinafaces_preprocessing_when_no_resize_is_needed() -> N
     batch, scale = detector.letterbox(torch.from_numpy(image)[None])
     torch.testing.assert_close(batch[0], torch.from_numpy(expected.transpose(2, 0, 1).copy()), rtol=0, atol=0)
     assert scale.tolist() == [1.0, 1.0]
-    # A portrait frame is scaled to the full height and sits at the left; the rest is 0 (the mean colour).
-    batch, scale = detector.letterbox(torch.from_numpy(image[:200, :160].copy())[None])
+    # A portrait frame is scaled to the full height and sits at the left; the input is padded with
+    # 0 (the mean colour) only up to the next multiple of 32: 320 x 240 -> 320 x 256.
+    batch, scale = detector.letterbox(torch.from_numpy(image[:200, :150].copy())[None])
     assert scale.tolist() == pytest.approx([1.6, 1.6])
-    assert batch[0, :, :, :256].abs().amax(dim=(0, 1)).min() > 0 and batch[0, :, :, 256:].abs().max() == 0
+    assert batch.shape == (1, 3, 320, 256)
+    assert batch[0, :, :, :240].abs().amax(dim=(0, 1)).min() > 0 and batch[0, :, :, 240:].abs().max() == 0
 
 
 def test_prior_boxes_follow_the_heads_layout() -> None:

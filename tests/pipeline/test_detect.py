@@ -179,6 +179,20 @@ def test_a_batch_equals_single_runs(detector: FaceDetector) -> None:
     assert [len(found) for found in batched] == [1, 1, 0, 1]
 
 
+def test_a_smaller_input_size_per_call_finds_the_same_faces(detector: FaceDetector) -> None:
+    """The chain's periodic looks read 640x480 frames at 320 (a quarter of the work)."""
+    frames = torch.from_numpy(np.stack(batch_frames()))
+    full, half = detector.detect(frames), detector.detect(frames, 320)
+    assert [len(found) for found in half] == [len(found) for found in full] == [1, 1, 0, 1]
+    for a, b in zip(full, half):
+        if len(a):
+            side = float((a.boxes[0, 2:] - a.boxes[0, :2]).amax())
+            assert float((a.boxes[0] - b.boxes[0]).abs().max()) < 0.1 * side
+    assert detector.letterbox(frames[:1], 320)[0].shape == (1, 3, 256, 320)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        detector.detect(frames[:1], 100)
+
+
 def test_float_input_on_the_0_255_scale_equals_uint8(detector: FaceDetector) -> None:
     frame = torch.from_numpy(batch_frames()[0].copy())[None]
     as_uint8, as_float = detector.detect(frame)[0], detector.detect(frame.float())[0]

@@ -102,12 +102,22 @@ def test_a_face_that_disappears_fades_out_then_passes_through(chain_and_faces):
     assert held[-1] is None, "then the face is dropped and the video passes through"
 
 
-def two_faces(left: str, right: str) -> np.ndarray:
-    """A 960x480 frame with one face photo on each side."""
-    halves = [
-        av.VideoFrame.from_ndarray(face_rgb(name), format="rgb24").reformat(480, 480).to_ndarray(format="rgb24")
-        for name in (left, right)
-    ]
+def fitted(name: str | None, side: int = 480) -> np.ndarray:
+    """The photo scaled to fit a side x side square, keeping its aspect, at its top left, on grey
+    (None: all grey). Squeezed into the square instead, biden.jpg (970x2204) came out 2.3 times
+    as wide as it is, and its face dropped out of tracking every other frame."""
+    square = np.full((side, side, 3), 128, np.uint8)
+    if name is not None:
+        rgb = face_rgb(name)
+        scale = side / max(rgb.shape[:2])
+        width, height = round(rgb.shape[1] * scale) // 2 * 2, round(rgb.shape[0] * scale) // 2 * 2
+        square[:height, :width] = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(width, height).to_ndarray(format="rgb24")
+    return square
+
+
+def two_faces(left: str, right: str | None) -> np.ndarray:
+    """A 960x480 frame with one face photo on each side (None: grey)."""
+    halves = [fitted(left), fitted(right)]
     rgb = np.ascontiguousarray(np.concatenate(halves, axis=1))
     return av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p").to_ndarray()
 
@@ -132,6 +142,32 @@ def test_which_faces_to_swap(chain_and_faces):
         True,
         False,
     ), "only the face that is the reference person (Obama, from another photo)"
+
+
+def test_periodic_looks_read_frames_at_half_size_and_find_a_face_that_comes_in(chain_and_faces, monkeypatch):
+    """While a session's faces are tracked, the detector looks for new ones every 15th frame on
+    the frame scaled to half its size (960x480 -> 480, where the first look reads 640)."""
+    chain, _, face_id = chain_and_faces
+    sizes = []
+    detect = chain.detector.detect
+
+    def spy(images, input_size=None):
+        sizes.append(input_size)
+        return detect(images, input_size)
+
+    monkeypatch.setattr(chain.detector, "detect", spy)
+    alone, both = two_faces("obama.jpg", None), two_faces("obama.jpg", "biden.jpg")
+    for _ in range(20):
+        chain.run([ChainItem("periodic", alone, {"face_id": face_id})])
+    assert sizes == [None, 480], "a full look first, then one periodic look at half size"
+    assert len(chain.tracker.tracks("periodic")) == 1
+    for _ in range(15):
+        out = chain.run([ChainItem("periodic", both, {"face_id": face_id})])[0]
+    assert sizes == [None, 480, 480]
+    assert len(chain.tracker.tracks("periodic")) == 2, "the face that came in was found by the half-size look"
+    assert out is not None
+    right_change = np.abs(out[:480, 480:].astype(int) - both[:480, 480:].astype(int))
+    assert (right_change > 0).mean() > 0.01, "and is swapped"
 
 
 def test_the_swapped_face_keeps_the_targets_landmarks(chain_and_faces):

@@ -304,8 +304,9 @@ class FaceSwapChain:
         if plan.to_detect:
             with self.timer.stage("convert"):
                 frames_rgb.whole(plan.to_detect)
-            reasons = {plan.sessions[i].detect for i in plan.to_detect}
-            size = periodic_look_size(*rgb.shape[2:], self.detector.input_size) if reasons == {"periodic"} else None
+            # on the CPU a periodic look reads the frames at half size; a GPU has the time for full size
+            periodic = {plan.sessions[i].detect for i in plan.to_detect} == {"periodic"}
+            size = periodic_look_size(*rgb.shape[2:], self.detector.input_size) if periodic and self.device.type == "cpu" else None
             with self.timer.stage("detect"):
                 found = self.detector.detect(to_uint8_hwc(rgb[list(plan.to_detect)]), size)
             detected = dict(zip(plan.to_detect, found))
@@ -339,13 +340,13 @@ Window = tuple[int, int, int, int]  # top, bottom, left, right: even, in frame p
 
 
 def periodic_look_size(height: int, width: int, full: int) -> int:
-    """The detector's input side for a periodic look, which only looks for faces that came
-    in while the session's faces were tracked: frames scaled to half their size (at most
-    `full`). A 640x480 frame is then read at 320 instead of 640, a quarter of the pixels (one CPU
-    thread: 29 instead of 72-78 ms a look, bench/detect.py), and the detector's smallest anchor
-    (16 network pixels) spans 32 frame pixels instead of 16, still far below a face the swap can
-    use; 1280x720 frames were read at half size anyway. A session's first look and the looks for
-    lost faces keep the full size."""
+    """The detector's input side for a periodic look on the CPU, which only looks for faces
+    that came in while the session's faces were tracked: frames scaled to half their size (at
+    most `full`). A 640x480 frame is then read at 320 instead of 640, a quarter of the pixels (one
+    CPU thread: 29 instead of 72-78 ms a look, bench/detect.py), and the detector's smallest anchor
+    (16 network pixels) spans 32 frame pixels instead of 16 (frames over 1280 pixels wide: as at
+    full size), still far below a face the swap can use; 1280x720 frames were read at half size
+    anyway. A session's first look and the looks for lost faces keep the full size."""
     half = -(-max(height, width) // 64) * 32  # half the longer side, up to a multiple of 32
     return min(full, half)
 

@@ -13,6 +13,8 @@ from pipeline.detect.retinaface import BGR_MEAN, load_shipped
 
 # Most candidates (by score, above the threshold) per image that reach NMS.
 PRE_NMS_TOP_K = 1000
+# Input shapes whose prior boxes are kept (at most about 0.3 MB each, at 640 x 640).
+PRIOR_SHAPES_KEPT = 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,7 +59,10 @@ class FaceDetector:
         self.dtype = torch.float16 if half else torch.float32
         # Channels-last: the depthwise convolutions run ~3x faster on the CPU (and suit cuDNN fp16).
         self.model = load_shipped().to(device=device, dtype=self.dtype, memory_format=torch.channels_last)
-        self._priors: dict[tuple[int, int], torch.Tensor] = {}  # per input shape (rows, columns)
+        # per input shape (rows, columns); the shapes follow the frame sizes remote peers send, so
+        # the cache starts over past PRIOR_SHAPES_KEPT (clear() is one step: the upload-analysis
+        # thread and the chain's may share this detector)
+        self._priors: dict[tuple[int, int], torch.Tensor] = {}
         self._mean = torch.tensor(BGR_MEAN, device=device)
 
     @torch.inference_mode()
@@ -128,9 +133,12 @@ class FaceDetector:
         return canvas.permute(0, 3, 1, 2), scale_xy
 
     def _priors_for(self, rows: int, columns: int) -> torch.Tensor:
-        if (rows, columns) not in self._priors:
-            self._priors[(rows, columns)] = prior_boxes(rows, columns, device=self.device)
-        return self._priors[(rows, columns)]
+        priors = self._priors.get((rows, columns))
+        if priors is None:
+            if len(self._priors) >= PRIOR_SHAPES_KEPT:
+                self._priors.clear()
+            priors = self._priors[(rows, columns)] = prior_boxes(rows, columns, device=self.device)
+        return priors
 
     def _empty(self) -> Detections:
         return Detections(

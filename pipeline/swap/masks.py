@@ -135,23 +135,24 @@ def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True, re
     keeps their shape (edges about a region pixel softer) for a quarter of the pixels."""
     resolution = size if resolution is None else resolution
     if resolution == size:
-        return _face_masks(points[..., :2].float(), size, keep_eyes_mouth)
-    masks = _face_masks(points[..., :2].float() * (resolution / size), resolution, keep_eyes_mouth)
+        return _face_masks(points[..., :2].float(), size, keep_eyes_mouth, scaled_up=False)
+    masks = _face_masks(points[..., :2].float() * (resolution / size), resolution, keep_eyes_mouth, scaled_up=True)
     maps = torch.cat((masks.alpha, masks.hard, masks.skin, masks.support), dim=1)
     maps = F.interpolate(maps, size=(size, size), mode="bilinear", align_corners=False)
     return FaceMasks(*maps.split(1, dim=1))
 
 
-def _face_masks(xy: torch.Tensor, size: int, keep_eyes_mouth: bool) -> FaceMasks:
+def _face_masks(xy: torch.Tensor, size: int, keep_eyes_mouth: bool, scaled_up: bool) -> FaceMasks:
     unit = size / 256.0  # the kernel sizes below were tuned at R = 256
     erosion, feather = round(8 * unit), round(3 * unit)  # feather reach 3 x 3 = 9 < erosion + 1
     hole_grow, hole_feather = round(2 * unit), round(1 * unit)
     reach = round(16 * unit)  # how far the blend's coarse bands may spread past the oval
-    # at the half-size masks of the CPU chain (R = 96) the holes' feather rounds to nothing and
-    # their edges show the half-size staircase: one pass of the smallest box there instead
-    # (scaled up, a spread like that of the three passes at R = 192)
-    hole_passes = 3 if hole_feather else 1
-    hole_feather = max(hole_feather, 1)
+    hole_passes = 3
+    if scaled_up and not hole_feather:
+        # at the CPU chain's half-size masks (96 for R = 192) the holes' feather rounds to nothing,
+        # and scaled up their rims showed the half-size staircase (2.3 times as rough as at full
+        # size, tests/pipeline/test_mesh_swap.py): one pass of the smallest box instead
+        hole_feather, hole_passes = 1, 1
 
     # the four polygons in one fill: each padded to the oval's length by repeating its last
     # vertex (an edge of length 0 crosses no row)

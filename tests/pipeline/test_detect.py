@@ -198,6 +198,22 @@ def test_float_input_on_the_0_255_scale_equals_uint8(detector: FaceDetector) -> 
     as_uint8, as_float = detector.detect(frame)[0], detector.detect(frame.float())[0]
     torch.testing.assert_close(as_float.boxes, as_uint8.boxes)
     torch.testing.assert_close(as_float.keypoints, as_uint8.keypoints)
+    # resized (to 320 here), uint8 frames are scaled as bytes on the CPU: within a grey level of
+    # the float path's input, and the same face within a fifth of a pixel
+    assert float((detector.letterbox(frame, 320)[0] - detector.letterbox(frame.float(), 320)[0]).abs().max()) <= 1.0
+    as_uint8, as_float = detector.detect(frame, 320)[0], detector.detect(frame.float(), 320)[0]
+    assert len(as_uint8) == len(as_float) == 1
+    torch.testing.assert_close(as_float.boxes, as_uint8.boxes, rtol=0, atol=0.2)
+    torch.testing.assert_close(as_float.keypoints, as_uint8.keypoints, rtol=0, atol=0.2)
+
+
+def test_prior_boxes_are_kept_for_a_bounded_number_of_input_shapes(detector: FaceDetector) -> None:
+    """Frame sizes come from remote peers: each new shape must not stay in memory for good."""
+    from pipeline.detect.detector import PRIOR_SHAPES_KEPT
+
+    for width in range(64, 64 + 32 * (PRIOR_SHAPES_KEPT + 5), 32):
+        detector.detect(torch.zeros(1, 32, width, 3, dtype=torch.uint8), 32 * (width // 32))
+        assert len(detector._priors) <= PRIOR_SHAPES_KEPT
 
 
 def test_empty_batch_and_bad_inputs(detector: FaceDetector) -> None:

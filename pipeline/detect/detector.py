@@ -48,8 +48,7 @@ class FaceDetector:
         nms_threshold: float = 0.4,
         half: bool = False,
     ) -> None:
-        if input_size < 32 or input_size % 32:
-            raise ValueError(f"input_size must be a positive multiple of 32, not {input_size}")
+        _check_input_size(input_size)
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         self.device = device
@@ -108,9 +107,7 @@ class FaceDetector:
         forward pass and 44 % of a 1280x720 one's on padding). Also the (x, y) scale from image
         to network pixels."""
         n, height, width = images.shape[:3]
-        size = self.input_size if input_size is None else input_size
-        if size < 32 or size % 32:
-            raise ValueError(f"input_size must be a positive multiple of 32, not {size}")
+        size = self.input_size if input_size is None else _check_input_size(input_size)
         factor = size / max(height, width)
         new_h, new_w = max(1, min(size, round(height * factor))), max(1, min(size, round(width * factor)))
         rows, columns = -(-new_h // 32) * 32, -(-new_w // 32) * 32
@@ -147,3 +144,9 @@ class FaceDetector:
             torch.zeros(0, 5, 2, device=self.device),
         )
 
+
+def _check_input_size(size: int) -> int:
+    """The network's feature maps halve five times: its input side must be a multiple of 32."""
+    if size < 32 or size % 32:
+        raise ValueError(f"input_size must be a positive multiple of 32, not {size}")
+    return size

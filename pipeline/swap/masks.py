@@ -133,10 +133,10 @@ def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True, re
     R x R maps (R = size). resolution (default R): the side at which they are drawn and
     feathered, then scaled up bilinearly; the maps are smooth but for their edges, so half of R
     keeps their shape (edges about a region pixel softer) for a quarter of the pixels."""
-    resolution = size if resolution is None else resolution
-    if resolution == size:
-        return _face_masks(points[..., :2].float(), size, keep_eyes_mouth, scaled_up=False)
-    masks = _face_masks(points[..., :2].float() * (resolution / size), resolution, keep_eyes_mouth, scaled_up=True)
+    xy = points[..., :2].float()
+    if resolution is None or resolution == size:
+        return _face_masks(xy, size, keep_eyes_mouth, scaled_up=False)
+    masks = _face_masks(xy * (resolution / size), resolution, keep_eyes_mouth, scaled_up=True)
     maps = torch.cat((masks.alpha, masks.hard, masks.skin, masks.support), dim=1)
     maps = F.interpolate(maps, size=(size, size), mode="bilinear", align_corners=False)
     return FaceMasks(*maps.split(1, dim=1))

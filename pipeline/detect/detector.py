@@ -129,6 +129,11 @@ class FaceDetector:
         scale_xy = torch.tensor([new_w / width, new_h / height], dtype=torch.float32, device=self.device)
         return canvas.permute(0, 3, 1, 2), scale_xy
 
+    @property
+    def prior_shapes_held(self) -> int:
+        """How many input shapes' prior boxes are in memory (at most PRIOR_SHAPES_KEPT)."""
+        return len(self._priors)
+
     def _priors_for(self, rows: int, columns: int) -> torch.Tensor:
         priors = self._priors.get((rows, columns))
         if priors is None:

@@ -137,7 +137,7 @@ class MeshSwapper:
         shown = detail * warped_skin
         masks = replace(masks, alpha=masks.alpha * shown, hard=masks.hard * shown)
         warped = match_colour(warped, base, masks.skin * warped_skin)  # not the source's backdrop
-        face = base + (warped - base) * masks.hard  # no foreign pixels outside the oval
+        face = base + (warped - base) * masks.hard  # nothing foreign outside the oval (scaled-up masks: a 1-2 px ramp)
         if self.blend == "multiband":
             change = multiband_change(face, base, masks.alpha, self.levels)
         else:

@@ -213,7 +213,8 @@ def test_prior_boxes_are_kept_for_a_bounded_number_of_input_shapes(detector: Fac
 
     for width in range(64, 64 + 32 * (PRIOR_SHAPES_KEPT + 5), 32):
         detector.detect(torch.zeros(1, 32, width, 3, dtype=torch.uint8), 32 * (width // 32))
-        assert len(detector._priors) <= PRIOR_SHAPES_KEPT
+        assert detector.prior_shapes_held <= PRIOR_SHAPES_KEPT
+    assert detector.prior_shapes_held >= 1
 
 
 def test_empty_batch_and_bad_inputs(detector: FaceDetector) -> None:

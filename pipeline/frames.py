@@ -7,8 +7,29 @@ import numpy as np
 
 
 def frame_to_image(frame: av.VideoFrame) -> np.ndarray:
-    """An I420 array (h * 3 // 2, w); converts from other pixel formats when needed."""
-    return frame.to_ndarray(format="yuv420p")
+    """An I420 array (h * 3 // 2, w); converts from other pixel formats when needed.
+
+    I420 arrays need an even width and height, but peers may send odd ones (a browser that scales
+    a 1366x768 capture by half sends 683x384; VP8 allows any size). Such a frame loses its last
+    column or row: one pixel of the edge, instead of every frame of the session failing."""
+    width, height = frame.width // 2 * 2, frame.height // 2 * 2
+    if (width, height) == (frame.width, frame.height):
+        return frame.to_ndarray(format="yuv420p")
+    if width == 0 or height == 0:
+        raise ValueError(f"a {frame.width}x{frame.height} frame is too small for I420")
+    if frame.format.name != "yuv420p":
+        frame = frame.reformat(format="yuv420p")
+    image = np.empty((height * 3 // 2, width), np.uint8)
+    image[:height] = _plane(frame.planes[0], height, width)
+    chroma = image[height:].reshape(2, height // 2, width // 2)  # U then V, as I420 lays them out
+    chroma[0] = _plane(frame.planes[1], height // 2, width // 2)
+    chroma[1] = _plane(frame.planes[2], height // 2, width // 2)
+    return image
+
+
+def _plane(plane: av.video.plane.VideoPlane, rows: int, columns: int) -> np.ndarray:
+    """The top-left rows x columns of a plane, read past its line padding."""
+    return np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)[:rows, :columns]
 
 
 def image_to_frame(image: np.ndarray, like: av.VideoFrame) -> av.VideoFrame:

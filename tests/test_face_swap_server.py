@@ -85,3 +85,39 @@ async def test_upload_analyses_the_face_and_the_session_gets_swapped_video():
                 assert caught.value.status == 404
             finally:
                 await session.close()
+
+
+class OddSizedCamera(ImageTrack):
+    """Sends a 683x385 picture, as a browser does when it scales a 1366x770 capture by half
+    (VP8 carries odd sizes; I420 arrays cannot hold them)."""
+
+    def __init__(self, rgb: np.ndarray) -> None:
+        super().__init__(rgb)
+        picture = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24").reformat(683, 385)
+        self._picture = picture.to_ndarray(format="rgb24")
+
+    async def recv(self) -> av.VideoFrame:
+        timed = await super().recv()
+        frame = av.VideoFrame.from_ndarray(self._picture, format="rgb24")
+        frame.pts, frame.time_base = timed.pts, timed.time_base
+        return frame
+
+
+async def test_a_camera_with_an_odd_frame_size_gets_swapped_video():
+    async with running_server(loopback_settings("mesh")) as (url, app):
+        async with FacefuseClient(url) as client:
+            hopper = await client.upload_face(face_path("grace_hopper.jpg").read_bytes())
+            session = await client.connect(OddSizedCamera(top_at_aspect(face_rgb("obama.jpg"), 683, 385)), face_id=hopper)
+            try:
+                await wait_until(lambda: session.frames_received >= 15, timeout=60)
+                stats = await client.request("GET", f"/api/sessions/{session.session_id}")
+                assert stats["frames_processed"] > 0 and stats["frames_failed"] == 0, stats
+                assert (stats["width"], stats["height"]) == (683, 385), "the server decoded the odd size"
+                received = session.received[-1].frame
+                assert (received.width, received.height) == (682, 384)  # the last column and row dropped
+                to_source = float(identity(received.to_ndarray(format="rgb24")) @ identity(face_rgb("grace_hopper.jpg")))
+                to_target = float(identity(received.to_ndarray(format="rgb24")) @ identity(face_rgb("obama.jpg")))
+                print(f"odd-sized camera: SFace {to_source:.3f} to the source, {to_target:.3f} to the target")
+                assert to_source > to_target
+            finally:
+                await session.close()

@@ -97,6 +97,9 @@ class FaceSwapChain:
         # analysis runs beside them, on the same models (they keep no state between calls), so a
         # new face never waits for the batch in progress; analyses run one at a time.
         self._batch_lock = threading.Lock()
+        # each session's frame size: the tracks and hands hold frame pixels, so a peer that changes
+        # its resolution (a browser adapting to the network does) starts afresh (first look)
+        self._frame_sizes: dict[str, tuple[int, ...]] = {}
         self._analysis_lock = threading.Lock()
         self._embedder_lock = threading.Lock()
 
@@ -161,9 +164,22 @@ class FaceSwapChain:
 
     def forget_session(self, session_id: str) -> None:
         with self._batch_lock:
-            self.tracker.forget(session_id)
-            if self.hands is not None:
-                self.hands.forget(session_id)
+            self._forget(session_id)
+            self._frame_sizes.pop(session_id, None)
+
+    def _forget(self, session_id: str) -> None:
+        self.tracker.forget(session_id)
+        if self.hands is not None:
+            self.hands.forget(session_id)
+
+    def _forget_resized(self, items: Sequence[ChainItem]) -> None:
+        """Forgets the faces and hands of sessions whose frames changed size since their last batch:
+        their points are in the old frame's pixels (smoothing would drag the swap there)."""
+        for item in items:
+            size = self._frame_sizes.get(item.session_id)
+            if size is not None and size != item.image.shape:
+                self._forget(item.session_id)
+            self._frame_sizes[item.session_id] = item.image.shape
 
     def stage(self, batch: Sequence[ChainItem]) -> _StagedBatch:
         """Looks each frame's source face up once (a face deleted meanwhile cannot half-apply) and
@@ -188,6 +204,7 @@ class FaceSwapChain:
         with self._batch_lock, torch.inference_mode():
             for indices, frames in staged.groups:
                 items = [staged.batch[i] for i in indices]
+                self._forget_resized(items)
                 swapped = self._swap_group(items, [staged.sources[i] for i in indices], frames)
                 for index, output in zip(indices, swapped):
                     results[index] = output

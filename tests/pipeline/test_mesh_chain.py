@@ -93,6 +93,22 @@ def test_a_still_frame_gives_a_still_swap(chain_and_faces):
     assert max(changes[10:]) < 0.5
 
 
+def test_a_session_that_changes_its_frame_size_is_swapped_as_a_fresh_one(chain_and_faces):
+    """A browser adapting to the network sends 320x240 after 640x480: the face's tracked points
+    are in the old frame's pixels, so the first smaller frame must come out as a new session's
+    first frame would, not dragged towards where the face was."""
+    chain, _, face_id = chain_and_faces
+    large, small = face_i420("obama3.jpg"), face_i420("obama3.jpg", 320, 240)
+    for _ in range(5):
+        chain.run([ChainItem("resized", large, {"face_id": face_id})])
+    after_change = chain.run([ChainItem("resized", small, {"face_id": face_id})])[0]
+    fresh = chain.run([ChainItem("fresh at 320x240", small, {"face_id": face_id})])[0]
+    difference = np.abs(after_change.astype(np.int16) - fresh.astype(np.int16))
+    print(f"first 320x240 frame after 640x480 vs a fresh session's: mean {difference.mean():.3f}, max {difference.max()}")
+    assert difference.max() <= 1
+    chain.forget_session("fresh at 320x240")
+
+
 def test_a_face_that_disappears_fades_out_then_passes_through(chain_and_faces):
     chain, _, face_id = chain_and_faces
     face, empty = face_i420("obama.jpg"), np.full_like(face_i420("obama.jpg"), 128)

@@ -28,6 +28,9 @@ class PipelineSettings:
     # looked for only near faces and when something changes there: they cost one 640x480 session
     # on the CPU 4 % of its frame rate (README, "Hands").
     hands: bool = True
+    # Frames of more pixels are scaled down to fit before the chain, their aspect kept (peers choose
+    # their frame size: one 7680x4320 frame costs a CPU chain 3.5 s); None: no limit.
+    max_frame_pixels: int | None = 1920 * 1080
     # torch's CPU threads; None: all cores but one, which the codecs and the network need
     # (on this 2-core machine one thread gave 20 fps / 67 ms against 15 fps / 82 ms with two).
     cpu_threads: int | None = None
@@ -41,5 +44,7 @@ class PipelineSettings:
             raise ValueError("max_wait_ms must be between 0 and 1000")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
+        if self.max_frame_pixels is not None and self.max_frame_pixels < 64 * 64:
+            raise ValueError("max_frame_pixels must be at least 4096 (64x64)")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ValueError("cpu_threads must be >= 1")

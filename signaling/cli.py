@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--max-batch", type=int, default=8, help="frames per batch at most")
     _add(serve, "--max-wait-ms", type=float, default=4.0, help="how long a batch waits for more frames")
     _add(serve, "--cpu-threads", type=int, default=None, help="torch threads on the CPU (default: all cores but one)")
+    _add(serve, "--max-frame-pixels", type=int, default=1920 * 1080, help="larger frames are scaled down to this many pixels before the chain (0: no limit)")
     _add(serve, "--max-in-flight", type=int, default=1, help="frames of one session in flight at once")
     _add(serve, "--max-sessions", type=int, default=32, help="concurrent sessions at most")
     _add(serve, "--idle-timeout", type=float, default=10.0, help="seconds without video before a session is closed")
@@ -104,6 +105,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             max_batch=args.max_batch,
             max_wait_ms=args.max_wait_ms,
             max_in_flight=args.max_in_flight,
+            max_frame_pixels=args.max_frame_pixels or None,
             cpu_threads=args.cpu_threads,
             models_dir=args.models_dir,
             badge=_on_off(args.badge, "--badge"),

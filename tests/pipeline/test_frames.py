@@ -51,6 +51,34 @@ def test_even_frames_are_read_as_before():
     np.testing.assert_array_equal(image, np.concatenate([y, u.reshape(12, 64), v.reshape(12, 64)]))
 
 
+@pytest.mark.parametrize("width, height", [(7680, 4320), (16383, 480), (1921, 1081)])
+def test_a_frame_over_the_pixel_limit_is_scaled_down_to_fit_with_its_aspect(width, height):
+    frame = av.VideoFrame(width, height, "yuv420p")
+    image = frame_to_image(frame, max_pixels=1920 * 1080)
+    rows, columns = image.shape[0] * 2 // 3, image.shape[1]
+    assert rows % 2 == 0 and columns % 2 == 0 and image.shape[0] == rows * 3 // 2
+    assert rows * columns <= 1920 * 1080
+    assert rows * columns > 0.99 * 1920 * 1080, "as large as fits"
+    assert columns / rows == pytest.approx(width / height, rel=0.02)
+
+
+def test_the_scaled_frame_shows_the_same_picture():
+    """Scaling keeps where things are: a bright square at the frame's centre stays there."""
+    luma = np.full((2160, 3840), 16, np.uint8)
+    luma[980:1180, 1820:2020] = 235
+    image = np.concatenate([luma, np.full((1080, 3840), 128, np.uint8)])
+    scaled = frame_to_image(av.VideoFrame.from_ndarray(image, format="yuv420p"), max_pixels=1920 * 1080)
+    rows, columns = np.nonzero(scaled[:1080] > 128)
+    assert scaled.shape == (1620, 1920)
+    assert abs(rows.mean() - 540) < 1 and abs(columns.mean() - 960) < 1
+    assert 95 <= rows.max() - rows.min() + 1 <= 105
+
+
+def test_frames_within_the_limit_are_not_scaled():
+    frame, (y, _, _) = odd_i420_frame(1920, 1080)
+    np.testing.assert_array_equal(frame_to_image(frame, max_pixels=1920 * 1080)[:1080], y)
+
+
 def test_a_frame_one_pixel_wide_is_refused_clearly():
     with pytest.raises(ValueError, match="1x5 frame is too small"):
         frame_to_image(av.VideoFrame(1, 5, "yuv420p"))

@@ -113,6 +113,18 @@ def runner_factory():
         assert not runner.running
 
 
+def test_frames_over_the_pixel_limit_reach_the_chain_scaled_down(runner_factory):
+    runner = runner_factory(RecordingChain(), max_frame_pixels=64 * 64)
+    inbox = Inbox()
+    runner.add_session("a", inbox)
+    runner.submit("a", make_frame(10, pts=3000, width=256, height=128), arrived=time.monotonic())
+    inbox.wait()
+    result = inbox.results[0]
+    assert result.processed and result.error is None
+    assert (result.frame.width, result.frame.height) == (90, 44) and result.frame.pts == 3000
+    assert int(result.frame.to_ndarray(format="yuv420p")[20, 40]) == 11
+
+
 def test_processed_frame_keeps_timing(runner_factory):
     chain = RecordingChain()
     runner = runner_factory(chain)

@@ -7,6 +7,8 @@ import io
 import av
 import numpy as np
 
+from pipeline.exif_orientation import jpeg_orientation, upright
+
 # Container format by magic bytes: cheap, and a clear "not an image" before any decoder runs.
 _FORMATS = (
     (b"\xff\xd8\xff", "jpeg_pipe", "jpeg"),
@@ -55,6 +57,8 @@ def decode_image(data: bytes, *, max_pixels: int = 40_000_000) -> tuple[np.ndarr
                 raise ImageTooLarge(f"the image is {width}x{height}; at most {max_pixels:,} pixels are accepted")
             frame = next(container.decode(stream))
             image = frame.to_ndarray(format="rgb24")
+        if name == "jpeg":  # as the person choosing it saw it (exif_orientation.py)
+            image = upright(image, jpeg_orientation(data))
     except ImageError:
         raise
     except (av.FFmpegError, StopIteration, IndexError, ValueError) as exc:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from phone_photos import sideways_phone_jpeg
 from signaling.client import FacefuseClient, ServerError
 from stream.image_track import ImageTrack
 from stream.still_picture import top_at_aspect
@@ -118,6 +119,26 @@ async def test_a_camera_with_an_odd_frame_size_gets_swapped_video():
                 to_source = float(identity(received.to_ndarray(format="rgb24")) @ identity(face_rgb("grace_hopper.jpg")))
                 to_target = float(identity(received.to_ndarray(format="rgb24")) @ identity(face_rgb("obama.jpg")))
                 print(f"odd-sized camera: SFace {to_source:.3f} to the source, {to_target:.3f} to the target")
+                assert to_source > to_target
+            finally:
+                await session.close()
+
+
+async def test_a_phone_photo_taken_sideways_is_swapped_upright():
+    """EXIF orientation 8 (stored a quarter turn clockwise, shown turned back): read as stored, the
+    face lay on its side and the swap came out as a torn face nearer the target than the source."""
+    async with running_server(loopback_settings("mesh")) as (url, app):
+        async with FacefuseClient(url) as client:
+            hopper = face_rgb("grace_hopper.jpg")
+            face_id = await client.upload_face(sideways_phone_jpeg(hopper))
+            described = await client.request("GET", f"/api/faces/{face_id}")
+            assert (described["height"], described["width"]) == hopper.shape[:2], "stored upright"
+            session = await client.connect(ImageTrack(top_at_aspect(face_rgb("obama.jpg"), 640, 480)), face_id=face_id)
+            try:
+                await wait_until(lambda: session.frames_received >= 15, timeout=60)
+                received = session.received[-1].frame.to_ndarray(format="rgb24")
+                to_source, to_target = float(identity(received) @ identity(hopper)), float(identity(received) @ identity(face_rgb("obama.jpg")))
+                print(f"sideways phone photo: SFace {to_source:.3f} to the source, {to_target:.3f} to the target")
                 assert to_source > to_target
             finally:
                 await session.close()

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pipeline.detect import FaceDetector
+from pipeline.detect import Detections, FaceDetector
 from pipeline.landmarks import FaceMesher, boxes_from_points, crop_faces, to_frame_coords
 from pipeline.swap.source_skin import source_skin
 from pipeline.swap.warp import spline_controls
@@ -79,12 +79,10 @@ def analyse_source(
 ) -> SourceFace | None:
     """The largest face of an uploaded image [H, W, 3] uint8 RGB, or None when there is none."""
     device = detector.device
-    frame = torch.from_numpy(np.ascontiguousarray(image_rgb)).to(device)[None]
-    found = detector.detect(frame)[0]
-    if len(found) == 0:
+    upright = _upright_largest_face(image_rgb, detector)
+    if upright is None:
         return None
-    sides = found.boxes[:, 2:] - found.boxes[:, :2]
-    best = int(sides.prod(dim=1).argmax())
+    frame, found, best = upright.frame, upright.faces, upright.largest
     points, scores = mesh_points(
         frame, found.boxes[best : best + 1], found.keypoints[best : best + 1, :2], torch.zeros(1, dtype=torch.long, device=device), mesher
     )
@@ -94,7 +92,7 @@ def analyse_source(
     low, high = xy.amin(dim=0), xy.amax(dim=0)
     side = max(1, math.ceil(float((high - low).amax()) * SOURCE_MARGIN))
     x0, y0 = (((low + high) / 2) - side / 2).floor().long().tolist()
-    height, width = image_rgb.shape[:2]
+    height, width = upright.image.shape[:2]
     # the square window, zero-padded where it leaves the image, then resized (antialiased); its
     # fourth channel says where the photo is (the padding must not count as the face's, source_skin.py)
     window = torch.zeros(side, side, 4, dtype=torch.uint8, device=device)
@@ -107,3 +105,53 @@ def analyse_source(
     image, in_photo = image.clamp(0.0, 1.0).split((3, 1))
     crop_points = ((xy - torch.tensor([x0, y0], device=device, dtype=xy.dtype)) * (size / side)).contiguous()
     return SourceFace(image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo))
+
+
+# Quarter turns tried, in order, when a photo shows no face as it is: on its side either way is
+# likelier than upside down.
+QUARTER_TURNS = (0, 1, 3, 2)
+
+
+@dataclass(frozen=True)
+class _Found:
+    image: np.ndarray  # the photo, turned
+    frame: torch.Tensor  # the same as [1, H, W, 3] on the detector's device
+    faces: Detections
+    largest: int
+
+    @property
+    def turns_to_upright(self) -> int:
+        """np.rot90's k (0-3) that turns the largest face upright, from the direction eyes ->
+        mouth of its key points (90 degrees in an upright face, y down)."""
+        points = self.faces.keypoints[self.largest].float()
+        eyes, mouth = points[:2].mean(dim=0), points[3:5].mean(dim=0)
+        down = math.degrees(math.atan2(float(mouth[1] - eyes[1]), float(mouth[0] - eyes[0])))
+        return round((down - 90) / 90) % 4  # rot90 by k turns a direction of angle a into a - 90k
+
+
+def _upright_largest_face(image_rgb: np.ndarray, detector: FaceDetector) -> _Found | None:
+    """The photo turned by quarter turns so that its largest face is upright; None when no turn
+    shows a face. A photo on its side (a phone photo whose EXIF turn was lost, a turned
+    screenshot) showed no face, or a face whose mesh tore the swap: RetinaFace and FaceMesh read
+    upright faces. An upright photo costs one detection, as before."""
+    for turns in QUARTER_TURNS:
+        found = _largest_face(np.rot90(image_rgb, turns), detector)
+        if found is not None:
+            break
+    else:
+        return None
+    if found.turns_to_upright:
+        turned = _largest_face(np.rot90(found.image, found.turns_to_upright), detector)
+        if turned is not None and turned.turns_to_upright == 0:
+            return turned
+    return found
+
+
+def _largest_face(image: np.ndarray, detector: FaceDetector) -> _Found | None:
+    image = np.ascontiguousarray(image)
+    frame = torch.from_numpy(image).to(detector.device)[None]
+    faces = detector.detect(frame)[0]
+    if len(faces) == 0:
+        return None
+    sides = faces.boxes[:, 2:] - faces.boxes[:, :2]
+    return _Found(image, frame, faces, int(sides.prod(dim=1).argmax()))

@@ -302,16 +302,27 @@ class BatchRunner:
 
     @staticmethod
     def _result(job: _Job, item: ChainItem, output: ChainResult) -> FrameResult:
+        unchanged = _as_staged(job.frame, item)
         if isinstance(output, BaseException):
-            return FrameResult(job.session_id, job.frame, job.arrived, False, str(output) or type(output).__name__)
+            return FrameResult(job.session_id, unchanged, job.arrived, False, str(output) or type(output).__name__)
         if output is None:  # passed through on purpose (e.g. no face): not processed, no error
-            return FrameResult(job.session_id, job.frame, job.arrived, False)
+            return FrameResult(job.session_id, unchanged, job.arrived, False)
         if output is item.image:
-            return FrameResult(job.session_id, job.frame, job.arrived, True)
+            return FrameResult(job.session_id, unchanged, job.arrived, True)
         try:
             return FrameResult(job.session_id, image_to_frame(output, like=job.frame), job.arrived, True)
         except Exception as exc:
             return FrameResult(job.session_id, job.frame, job.arrived, False, str(exc))
+
+
+def _as_staged(frame: av.VideoFrame, item: ChainItem) -> av.VideoFrame:
+    """The frame as the chain saw it: the decoded frame itself unless staging cropped an odd size
+    or scaled it down (frames.py). A session's output keeps one size whether or not a frame was
+    swapped: each change of size restarts the peer's encoder with a keyframe."""
+    height, width = item.image.shape[0] * 2 // 3, item.image.shape[1]
+    if (frame.width, frame.height) == (width, height):
+        return frame
+    return image_to_frame(item.image, like=frame)
 
 
 class _Estimate:

@@ -125,6 +125,40 @@ def test_frames_over_the_pixel_limit_reach_the_chain_scaled_down(runner_factory)
     assert int(result.frame.to_ndarray(format="yuv420p")[20, 40]) == 11
 
 
+class AlternatingChain(RecordingChain):
+    """Swaps every other frame of a session and passes the rest through (a face that comes and goes)."""
+
+    def run(self, batch: list[ChainItem]):
+        swapped = super().run(batch)
+        seen = [sum(session == item.session_id for done in self.batches for session in done) for item in batch]
+        return [out if count % 2 or isinstance(out, Exception) else None for out, count in zip(swapped, seen)]
+
+
+def any_size_frame(value: int, width: int, height: int, pts: int) -> av.VideoFrame:
+    """make_frame for any size, odd ones included (I420 arrays cannot hold those)."""
+    frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), value, np.uint8), format="rgb24")
+    frame.pts, frame.time_base = pts, fractions.Fraction(1, 90000)
+    return frame
+
+
+@pytest.mark.parametrize("size, settings", [((65, 49), {}), ((256, 128), {"max_frame_pixels": 64 * 64})])
+def test_a_sessions_output_keeps_one_size_whether_or_not_frames_are_swapped(runner_factory, size, settings):
+    """Passed-through and failed frames go out as the chain saw them (cropped to even, scaled
+    down), not as they came: each change of size would restart the peer's encoder."""
+    runner = runner_factory(AlternatingChain(fail_session="b"), **settings)
+    inboxes = {"a": Inbox(), "b": Inbox()}
+    for session, inbox in inboxes.items():
+        runner.add_session(session, inbox)
+    for n in range(4):
+        for session, inbox in inboxes.items():
+            runner.submit(session, any_size_frame(10, *size, pts=n), arrived=time.monotonic())
+            inbox.wait(n + 1)
+    delivered = {(r.frame.width, r.frame.height) for inbox in inboxes.values() for r in inbox.results}
+    assert len(delivered) == 1 and delivered != {size}, delivered
+    assert [r.processed for r in inboxes["a"].results] == [True, False, True, False]
+    assert all(r.error == "bad face" for r in inboxes["b"].results)
+
+
 def test_processed_frame_keeps_timing(runner_factory):
     chain = RecordingChain()
     runner = runner_factory(chain)

@@ -13,14 +13,18 @@ import numpy as np
 
 ORIENTATION_TAG = 0x0112
 _SHORT = 3  # the TIFF type the tag is stored as
+# Markers and fill bytes read before giving up: cameras write the EXIF segment first or second
+# (after JFIF's APP0); without a bound, a crafted 10 MB upload of empty segments or fill bytes
+# kept this loop busy for seconds.
+MAX_STEPS = 64
 
 
 def jpeg_orientation(data: bytes) -> int:
     """The EXIF orientation (1-8) of a JPEG file's bytes; 1 (as stored) when it has none or it
     cannot be read."""
     position = 2  # after the start-of-image marker
-    while position + 4 <= len(data):
-        if data[position] != 0xFF:
+    for _ in range(MAX_STEPS):
+        if position + 4 > len(data) or data[position] != 0xFF:
             return 1
         marker = data[position + 1]
         if marker == 0xFF:  # fill byte before a marker

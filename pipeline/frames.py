@@ -20,7 +20,9 @@ def frame_to_image(frame: av.VideoFrame, max_pixels: int | None = None) -> np.nd
     column or row: one pixel of the edge, instead of every frame of the session failing."""
     if max_pixels is not None and frame.width * frame.height > max_pixels:
         scale = math.sqrt(max_pixels / (frame.width * frame.height))
-        width, height = max(2, int(frame.width * scale) // 2 * 2), max(2, int(frame.height * scale) // 2 * 2)
+        width, height = _even_at_least_2(frame.width * scale), _even_at_least_2(frame.height * scale)
+        # a sliver (16383x3) keeps 2 pixels across: the long side gives up what that adds
+        width, height = min(width, _even_at_least_2(max_pixels / height)), min(height, _even_at_least_2(max_pixels / width))
         return frame.reformat(width=width, height=height, format="yuv420p").to_ndarray()
     width, height = frame.width // 2 * 2, frame.height // 2 * 2
     if (width, height) == (frame.width, frame.height):
@@ -35,6 +37,10 @@ def frame_to_image(frame: av.VideoFrame, max_pixels: int | None = None) -> np.nd
     chroma[0] = _plane(frame.planes[1], height // 2, width // 2)
     chroma[1] = _plane(frame.planes[2], height // 2, width // 2)
     return image
+
+
+def _even_at_least_2(side: float) -> int:
+    return max(2, int(side) // 2 * 2)
 
 
 def _plane(plane: av.video.plane.VideoPlane, rows: int, columns: int) -> np.ndarray:

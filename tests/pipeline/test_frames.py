@@ -62,6 +62,13 @@ def test_a_frame_over_the_pixel_limit_is_scaled_down_to_fit_with_its_aspect(widt
     assert columns / rows == pytest.approx(width / height, rel=0.02)
 
 
+@pytest.mark.parametrize("width, height", [(16383, 3), (5, 16383)])
+def test_a_sliver_stays_within_the_limit(width, height):
+    image = frame_to_image(av.VideoFrame(width, height, "yuv420p"), max_pixels=4096)
+    rows, columns = image.shape[0] * 2 // 3, image.shape[1]
+    assert min(rows, columns) == 2 and rows * columns <= 4096
+
+
 def test_the_scaled_frame_shows_the_same_picture():
     """Scaling keeps where things are: a bright square at the frame's centre stays there."""
     luma = np.full((2160, 3840), 16, np.uint8)

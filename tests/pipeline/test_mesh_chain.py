@@ -107,6 +107,7 @@ def test_a_session_that_changes_its_frame_size_is_swapped_as_a_fresh_one(chain_a
     print(f"first 320x240 frame after 640x480 vs a fresh session's: mean {difference.mean():.3f}, max {difference.max()}")
     assert difference.max() <= 1
     chain.forget_session("fresh at 320x240")
+    chain.forget_session("resized")
 
 
 def test_a_face_that_disappears_fades_out_then_passes_through(chain_and_faces):

@@ -1,22 +1,14 @@
 """JPEGs as phone cameras write them: the stored pixels plus an EXIF orientation for display."""
 
-import io
 import struct
 
-import av
 import numpy as np
+
+from photos import encode_still
 
 
 def jpeg(rgb: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    with av.open(buffer, "w", format="image2pipe") as output:
-        stream = output.add_stream("mjpeg")
-        stream.height, stream.width = rgb.shape[:2]
-        stream.pix_fmt = "yuvj444p"
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24").reformat(format="yuvj444p")
-        for packet in [*stream.encode(frame), *stream.encode()]:
-            output.mux(packet)
-    return buffer.getvalue()
+    return encode_still(rgb, "mjpeg")
 
 
 def with_exif(jpeg_bytes: bytes, orientation: int, byte_order: str = "MM", before: int = 0) -> bytes:

@@ -4,6 +4,7 @@ server (aiortc, aiohttp)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import av
@@ -48,3 +49,20 @@ def face_i420(name: str, width: int = 640, height: int = 480) -> np.ndarray:
     from stream.still_picture import fitted_i420
 
     return fitted_i420(face_rgb(name), width, height)
+
+
+# Each codec's pixel format for stills: full-range 4:4:4 for JPEG, as cameras and editors write.
+STILL_PIXEL_FORMATS = {"png": "rgb24", "webp": "yuv420p", "mjpeg": "yuvj444p"}
+
+
+def encode_still(rgb: np.ndarray, codec: str) -> bytes:
+    """An RGB picture as an image file's bytes: codec png, webp or mjpeg (JPEG)."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="image2pipe") as output:
+        stream = output.add_stream(codec)
+        stream.height, stream.width = rgb.shape[:2]
+        stream.pix_fmt = STILL_PIXEL_FORMATS[codec]
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24").reformat(format=stream.pix_fmt)
+        for packet in [*stream.encode(frame), *stream.encode()]:
+            output.mux(packet)
+    return buffer.getvalue()

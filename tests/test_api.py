@@ -1,11 +1,9 @@
 """The HTTP API's answers, statuses and error bodies, against the real app."""
 
-import io
-
 import aiohttp
-import av
 import pytest
 
+from photos import encode_still
 from signaling.client import FacefuseClient, ServerError
 from support import face_path, face_rgb, loopback_settings, running_server
 
@@ -27,18 +25,6 @@ async def expect_error(call, status: int, code: str | None = None) -> ServerErro
     return caught.value
 
 
-def encode(rgb, codec: str) -> bytes:
-    buffer = io.BytesIO()
-    with av.open(buffer, "w", format="image2pipe") as output:
-        stream = output.add_stream(codec)
-        stream.height, stream.width = rgb.shape[:2]
-        stream.pix_fmt = "rgb24" if codec == "png" else "yuv420p"
-        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format=stream.pix_fmt)
-        for packet in [*stream.encode(frame), *stream.encode()]:
-            output.mux(packet)
-    return buffer.getvalue()
-
-
 async def test_health(api):
     health = await api.request("GET", "/healthz")
     assert health["status"] == "ok" and health["chain"] == "passthrough" and health["device"] == "cpu"
@@ -47,7 +33,7 @@ async def test_health(api):
 @pytest.mark.parametrize("codec", ["png", "webp"])
 async def test_upload_png_and_webp(api, codec):
     rgb = face_rgb("biden.jpg")[:400, :300].copy()
-    face_id = await api.upload_face(encode(rgb, codec), f"image/{codec}")
+    face_id = await api.upload_face(encode_still(rgb, codec), f"image/{codec}")
     face = await api.request("GET", f"/api/faces/{face_id}")
     assert (face["width"], face["height"], face["format"]) == (300, 400, codec)
 

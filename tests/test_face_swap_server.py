@@ -1,7 +1,6 @@
 """The server with the `mesh` chain: face analysis at upload, swapped video back, switching faces."""
 
 import functools
-import io
 
 import av
 import numpy as np
@@ -9,23 +8,13 @@ import pytest
 import torch
 
 from phone_photos import sideways_phone_jpeg
+from photos import encode_still
 from signaling.client import FacefuseClient, ServerError
 from stream.image_track import ImageTrack
 from stream.still_picture import top_at_aspect
 from support import face_path, face_rgb, loopback_settings, running_server, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def png_of(rgb: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    with av.open(buffer, "w", format="image2pipe") as output:
-        stream = output.add_stream("png")
-        stream.height, stream.width = rgb.shape[:2]
-        stream.pix_fmt = "rgb24"
-        for packet in [*stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")), *stream.encode()]:
-            output.mux(packet)
-    return buffer.getvalue()
 
 
 @functools.cache
@@ -55,7 +44,7 @@ async def test_upload_analyses_the_face_and_the_session_gets_swapped_video():
     async with running_server(loopback_settings("mesh")) as (url, app):
         async with FacefuseClient(url) as client:
             with pytest.raises(ServerError) as caught:
-                await client.upload_face(png_of(np.full((240, 320, 3), 90, np.uint8)), "image/png")
+                await client.upload_face(encode_still(np.full((240, 320, 3), 90, np.uint8), "png"), "image/png")
             assert caught.value.status == 422 and caught.value.code == "no_face"
             hopper = await client.upload_face(face_path("grace_hopper.jpg").read_bytes())
 

@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--max-batch", type=int, default=8, help="frames per batch at most")
     _add(serve, "--max-wait-ms", type=float, default=4.0, help="how long a batch waits for more frames")
     _add(serve, "--cpu-threads", type=int, default=None, help="torch threads on the CPU (default: all cores but one)")
+    _add(serve, "--max-decoded-pixels", type=int, default=4096 * 2304, help="a peer whose video declares larger frames is refused before decoding")
     _add(serve, "--max-frame-pixels", type=int, default=1920 * 1080, help="larger frames are scaled down to this many pixels before the chain (0: no limit)")
     _add(serve, "--max-in-flight", type=int, default=1, help="frames of one session in flight at once")
     _add(serve, "--max-sessions", type=int, default=32, help="concurrent sessions at most")
@@ -98,6 +99,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             ),
             idle_timeout_s=args.idle_timeout,
             max_sessions=args.max_sessions,
+            max_decoded_pixels=args.max_decoded_pixels,
         ),
         pipeline=PipelineSettings(
             chain=args.chain,

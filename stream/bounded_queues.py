@@ -13,7 +13,7 @@ import asyncio
 import logging
 import queue
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -70,14 +70,23 @@ class DecoderInputQueue(queue.Queue):
     """
 
     def __init__(
-        self, max_frames: int, overflow_event: Optional[threading.Event] = None
+        self,
+        max_frames: int,
+        overflow_event: Optional[threading.Event] = None,
+        admit: Optional[Callable[[Any], bool]] = None,
     ) -> None:
         if max_frames < 1:
             raise ValueError(f"max_frames must be >= 1, got {max_frames}")
         super().__init__()  # unbounded base: the event loop must never block
         self.max_frames = max_frames
         self.overflow_event = overflow_event
+        self.admit = admit  # (codec, encoded frame) -> whether the decoder may see it
         self.dropped = 0
+
+    def put(self, item: Any, block: bool = True, timeout: Optional[float] = None) -> None:
+        if item is not None and self.admit is not None and not self.admit(item):
+            return  # refused before the decoder allocates anything for it
+        super().put(item, block, timeout)
 
     def _put(self, item: Any) -> None:
         # Called by put() with self.mutex held.

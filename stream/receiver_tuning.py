@@ -20,6 +20,8 @@ therefore always in time. No RTP packet reaches the jitter buffer before
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from aiortc import RTCRtpReceiver
 
@@ -45,8 +47,12 @@ def tune_receiver(
     *,
     max_decoded_frames: int = 2,
     max_encoded_frames: int = 60,
+    admit: Callable[[Any], bool] | None = None,
 ) -> None:
     """Tune one video receiver; audio receivers are left untouched.
+
+    `admit` ((codec, encoded frame) -> bool), when given, sees each encoded frame before the
+    decoder does; frames it refuses are dropped (declared_size.DecodeSizeLimit).
 
     Call right after `await pc.setRemoteDescription(...)`. Calling it again on
     a tuned receiver does nothing. Raises RuntimeError when an untuned receiver
@@ -81,7 +87,7 @@ def tune_receiver(
         MarkerJitterBuffer(capacity=VIDEO_JITTER_CAPACITY, is_video=True),
     )
     decoder_queue = DecoderInputQueue(
-        max_encoded_frames, overflow_event=getattr(receiver, _DECODER_ERROR)
+        max_encoded_frames, overflow_event=getattr(receiver, _DECODER_ERROR), admit=admit
     )
     setattr(receiver, _DECODER_QUEUE, decoder_queue)
 

@@ -22,6 +22,7 @@ from aiortc.mediastreams import MediaStreamError
 from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
 from pipeline.runner import BatchRunner, FrameResult
 from quota.meter import Level, MeterState, SessionMeter
+from stream.declared_size import DecodeSizeLimit
 from stream.encoder import tune_sender
 from stream.errors import IceGatheringFailed, InvalidCommand, InvalidOffer
 from stream.ice import allowed_remote_networks, refuse_outside_checks, restrict_gathering, rtc_configuration
@@ -99,7 +100,7 @@ class Session:
             raise InvalidOffer("the offer has no video to receive")
         refuse_outside_checks(self._pc, self._settings.ice)
         for transceiver in self._pc.getTransceivers():
-            tune_receiver(transceiver.receiver)
+            tune_receiver(transceiver.receiver, admit=DecodeSizeLimit(self._settings.max_decoded_pixels, self._video_too_large))
         answer = await self._pc.createAnswer()
         try:
             await restrict_gathering(self._pc, self._settings.ice)
@@ -265,6 +266,16 @@ class Session:
         self.face_id = face_id
         if self._in_runner and not self._close_started:
             self._runner.set_options(self.id, self._chain_options())
+
+    def _video_too_large(self, width: int, height: int) -> None:
+        """The peer's video declared frames over the decode limit: refused undecoded, session ended."""
+        message = (
+            f"the video is {width}x{height}; this server decodes at most "
+            f"{self._settings.max_decoded_pixels:,} pixels a frame: send a smaller resolution"
+        )
+        self.stats.last_error = message
+        self.send_event({"type": "error", "code": "video_too_large", "message": message})
+        self._spawn(self.close(f"video {width}x{height} is over the decode limit"), "close")
 
     def send_event(self, event: Mapping[str, Any]) -> None:
         """Sends a JSON event to the client if its data channel is open (events are best effort)."""

@@ -17,9 +17,15 @@ class StreamSettings:
     # fmtp hints in the answer: without them Chrome sends what aiortc's REMB
     # estimate allows, which collapsed 720p to 960x540 (streaming.md).
     bitrate_hints_kbps: tuple[int, int, int] = (600, 1500, 3000)  # min, start, max
+    # A peer's video that declares frames of more pixels is refused before decoding and the
+    # session closed (declared_size.py: a 242 KB VP8 keyframe of 12000x12000 took the decoder
+    # 683 MB). 4096x2304 admits 4K; the chain scales frames down further (pipeline max_frame_pixels).
+    max_decoded_pixels: int = 4096 * 2304
 
     def __post_init__(self) -> None:
         if self.idle_timeout_s <= 0:
             raise ValueError("idle_timeout_s must be > 0")
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
+        if self.max_decoded_pixels < 64 * 64:
+            raise ValueError("max_decoded_pixels must be at least 4096 (64x64)")

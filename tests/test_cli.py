@@ -47,6 +47,7 @@ def test_hands_are_on_by_default_and_can_be_turned_off():
 def test_frames_are_limited_to_1080p_worth_of_pixels_by_default():
     assert settings_from_args(build_parser().parse_args(["serve"])).pipeline.max_frame_pixels == 1920 * 1080
     assert settings_from_args(build_parser().parse_args(["serve", "--max-frame-pixels", "0"])).pipeline.max_frame_pixels is None
+    assert settings_from_args(build_parser().parse_args(["serve"])).stream.max_decoded_pixels == 4096 * 2304
 
 
 def test_no_stun_server_by_default():
@@ -56,7 +57,7 @@ def test_no_stun_server_by_default():
 
 @pytest.mark.parametrize(
     "argv", [["serve", "--device", "tpu"], ["serve", "--max-batch", "0"], ["serve", "--port", "x"], ["serve", "--hands", "maybe"],
-     ["serve", "--max-frame-pixels", "100"]]
+     ["serve", "--max-frame-pixels", "100"], ["serve", "--max-decoded-pixels", "100"]]
 )
 def test_bad_values_are_refused_before_starting(argv, capsys):
     with pytest.raises(SystemExit) as caught:

@@ -150,3 +150,24 @@ async def test_a_peer_that_stops_sending_is_closed_after_the_idle_timeout():
             assert time.monotonic() - started < 4
             assert app[SESSIONS].all() == []
             await session.close()
+
+
+async def test_a_peer_whose_video_is_over_the_decode_limit_is_told_and_closed_before_decoding():
+    """Frame sizes come from the peer's own headers: a keyframe declaring more pixels than the
+    server decodes is refused before the decoder allocates it, and the session ends with a reason."""
+    from signaling.app_keys import SESSIONS
+
+    async with running_server(loopback_settings(stream={"max_decoded_pixels": 640 * 480})) as (url, app):
+        async with FacefuseClient(url) as client:
+            small = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=640, height=480))
+            large = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=1280, height=720))
+            server_large = app[SESSIONS].get(large.session_id)
+            await wait_until(lambda: server_large.state == "closed", timeout=15)
+            assert server_large.close_reason == "video 1280x720 is over the decode limit"
+            assert server_large.stats.frames_in == 0, "nothing of it was decoded"
+            told = [e for e in large.events if e.get("type") == "error"]
+            assert told and told[0]["code"] == "video_too_large" and "1280x720" in told[0]["message"], list(large.events)
+            await wait_until(lambda: small.frames_received >= 10, timeout=10)
+            assert app[SESSIONS].get(small.session_id).state == "live", "the other session goes on"
+            await small.close()
+            await large.close()

@@ -8,27 +8,45 @@ refuses a frame over the limit before the decoder sees it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 # H.264 profiles whose SPS carries chroma format, bit depths and scaling matrices (spec 7.3.2.1.1).
 _HIGH_PROFILES = {100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135}
-_SPS = 7
+# A start code and a NAL unit header of type 7 (sequence parameter set), forbidden bit or not. A
+# start code never occurs inside a NAL unit (emulation prevention), so no unit is split to find it.
+_SPS_START = re.compile(rb"\x00\x00\x01[\x07\x27\x47\x67\x87\xa7\xc7\xe7]")
+# Bytes of a set read at most: its sizes come long before (a hostile set of 700 KB kept the
+# bit reader busy 4 s), and libavcodec refuses longer picture-order cycles.
+MAX_SPS_BYTES = 4096
+MAX_ORDER_CYCLE = 255
+# Sets in one frame at most (an encoder sends one per keyframe): each costs a parse on the event loop.
+MAX_SETS_PER_FRAME = 8
+
+
+class UnreadableSize(ValueError):
+    """An H.264 sequence parameter set that cannot be read: refused, since the decoder might read a
+    size into it."""
 
 
 def declared_size(codec: str, data: bytes) -> tuple[int, int] | None:
     """(width, height) declared by an encoded frame of `codec` ("VP8" or "H264", as aiortc names
-    them): a VP8 keyframe's, or the H.264 coded size (whole macroblocks) of the first sequence
-    parameter set in an Annex-B access unit. None when the frame declares none (a delta frame)
-    or the codec is another; a header too short or malformed to read also gives None (the decoder
-    then refuses it itself)."""
+    them): a VP8 keyframe's, or the largest H.264 coded size (whole macroblocks) of the sequence
+    parameter sets in an Annex-B access unit (the decoder keeps the last one of each id, and one
+    set may come for a later frame: every set counts). None when the frame declares none (a delta
+    frame) or the codec is another; UnreadableSize for a parameter set that cannot be read. A VP8
+    header that cannot be read gives None: libvpx refuses that frame itself."""
     name = codec.upper()
     if name == "VP8":
         return _vp8_keyframe_size(data)
     if name == "H264":
-        for nal in _annex_b_units(data):
-            if nal and nal[0] & 0x1F == _SPS:
-                return _sps_size(nal)
+        sizes = []
+        for found in _SPS_START.finditer(data):
+            if len(sizes) == MAX_SETS_PER_FRAME:
+                raise UnreadableSize(f"the video sends more than {MAX_SETS_PER_FRAME} H.264 sequence parameter sets in one frame")
+            sizes.append(_sps_size(data[found.end() - 1 : found.end() - 1 + MAX_SPS_BYTES]))
+        return max(sizes, key=lambda size: size[0] * size[1], default=None)
     return None
 
 
@@ -38,17 +56,6 @@ def _vp8_keyframe_size(data: bytes) -> tuple[int, int] | None:
     if len(data) < 10 or data[0] & 1 or data[3:6] != b"\x9d\x01\x2a":
         return None
     return int.from_bytes(data[6:8], "little") & 0x3FFF, int.from_bytes(data[8:10], "little") & 0x3FFF
-
-
-def _annex_b_units(data: bytes) -> list[bytes]:
-    """The NAL units between 00 00 01 start codes (a 4-byte start code's extra 00 ends the unit
-    before it as a trailing zero, which the parser never reads)."""
-    units, start = [], data.find(b"\x00\x00\x01")
-    while start != -1:
-        end = data.find(b"\x00\x00\x01", start + 3)
-        units.append(data[start + 3 : end if end != -1 else len(data)])
-        start = end
-    return units
 
 
 class _Bits:
@@ -85,7 +92,7 @@ class _Bits:
         return (value + 1) // 2 if value % 2 else -(value // 2)
 
 
-def _sps_size(nal: bytes) -> tuple[int, int] | None:
+def _sps_size(nal: bytes) -> tuple[int, int]:
     """The coded size of a sequence parameter set NAL unit (spec 7.3.2.1.1), in whole macroblocks."""
     bits = _Bits(nal[1:])
     try:
@@ -109,14 +116,17 @@ def _sps_size(nal: bytes) -> tuple[int, int] | None:
         elif order_type == 1:
             bits.bit()
             bits.se(), bits.se()
-            for _ in range(bits.ue()):
+            cycle = bits.ue()
+            if cycle > MAX_ORDER_CYCLE:
+                raise ValueError(f"a picture order cycle of {cycle} frames")
+            for _ in range(cycle):
                 bits.se()
         bits.ue()  # max_num_ref_frames
         bits.bit()  # gaps_in_frame_num_value_allowed_flag
         width_mbs, height_units = bits.ue() + 1, bits.ue() + 1
         frame_mbs_only = bits.bit()
-    except ValueError:
-        return None
+    except ValueError as exc:
+        raise UnreadableSize(f"the video's H.264 sequence parameter set cannot be read ({exc})") from None
     return width_mbs * 16, height_units * 16 * (2 - frame_mbs_only)
 
 
@@ -130,22 +140,28 @@ def _skip_scaling_list(bits: _Bits, size: int) -> None:
 
 class DecodeSizeLimit:
     """For a receiver's decoder queue (`admit`): refuses a (codec, encoded frame) that declares
-    more than `max_pixels`, and every frame after it (the stream cannot be decoded without that
-    keyframe); calls `on_refused(width, height)` once, on the thread that feeds the queue."""
+    more than `max_pixels` or a size that cannot be read, and every frame after it (the stream
+    cannot be decoded without that keyframe); calls `on_refused(why)` once, on the thread that
+    feeds the queue, with why "the video is WxH" or what could not be read."""
 
-    def __init__(self, max_pixels: int, on_refused: Callable[[int, int], None] | None = None) -> None:
+    def __init__(self, max_pixels: int, on_refused: Callable[[str], None] | None = None) -> None:
         self.max_pixels = max_pixels
         self.on_refused = on_refused
-        self.refused: tuple[int, int] | None = None
+        self.refused: str | None = None
 
     def __call__(self, item: Any) -> bool:
         if self.refused is not None:
             return False
         codec, frame = item
-        size = declared_size(codec.name, frame.data)
-        if size is None or size[0] * size[1] <= self.max_pixels:
-            return True
-        self.refused = size
+        try:
+            size = declared_size(codec.name, frame.data)
+        except UnreadableSize as exc:
+            why = str(exc)
+        else:
+            if size is None or size[0] * size[1] <= self.max_pixels:
+                return True
+            why = f"the video is {size[0]}x{size[1]}"
+        self.refused = why
         if self.on_refused is not None:
-            self.on_refused(*size)
+            self.on_refused(why)
         return False

@@ -267,15 +267,13 @@ class Session:
         if self._in_runner and not self._close_started:
             self._runner.set_options(self.id, self._chain_options())
 
-    def _video_too_large(self, width: int, height: int) -> None:
-        """The peer's video declared frames over the decode limit: refused undecoded, session ended."""
-        message = (
-            f"the video is {width}x{height}; this server decodes at most "
-            f"{self._settings.max_decoded_pixels:,} pixels a frame: send a smaller resolution"
-        )
+    def _video_too_large(self, why: str) -> None:
+        """The peer's video declared frames over the decode limit (or a size that cannot be read):
+        refused undecoded, session ended."""
+        message = f"{why}; this server decodes at most {self._settings.max_decoded_pixels:,} pixels a frame"
         self.stats.last_error = message
         self.send_event({"type": "error", "code": "video_too_large", "message": message})
-        self._spawn(self.close(f"video {width}x{height} is over the decode limit"), "close")
+        self._spawn(self.close(f"refused before decoding: {why}"), "close")
 
     def send_event(self, event: Mapping[str, Any]) -> None:
         """Sends a JSON event to the client if its data channel is open (events are best effort)."""

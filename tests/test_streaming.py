@@ -163,7 +163,7 @@ async def test_a_peer_whose_video_is_over_the_decode_limit_is_told_and_closed_be
             large = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=1280, height=720))
             server_large = app[SESSIONS].get(large.session_id)
             await wait_until(lambda: server_large.state == "closed", timeout=15)
-            assert server_large.close_reason == "video 1280x720 is over the decode limit"
+            assert server_large.close_reason == "refused before decoding: the video is 1280x720"
             assert server_large.stats.frames_in == 0, "nothing of it was decoded"
             told = [e for e in large.events if e.get("type") == "error"]
             assert told and told[0]["code"] == "video_too_large" and "1280x720" in told[0]["message"], list(large.events)

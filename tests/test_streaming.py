@@ -152,15 +152,16 @@ async def test_a_peer_that_stops_sending_is_closed_after_the_idle_timeout():
             await session.close()
 
 
-async def test_a_peer_whose_video_is_over_the_decode_limit_is_told_and_closed_before_decoding():
+@pytest.mark.parametrize("codec", ["VP8", "H264"])
+async def test_a_peer_whose_video_is_over_the_decode_limit_is_told_and_closed_before_decoding(codec):
     """Frame sizes come from the peer's own headers: a keyframe declaring more pixels than the
     server decodes is refused before the decoder allocates it, and the session ends with a reason."""
     from signaling.app_keys import SESSIONS
 
     async with running_server(loopback_settings(stream={"max_decoded_pixels": 640 * 480})) as (url, app):
         async with FacefuseClient(url) as client:
-            small = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=640, height=480))
-            large = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=1280, height=720))
+            small = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=640, height=480), codec=codec)
+            large = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=1280, height=720), codec=codec)
             server_large = app[SESSIONS].get(large.session_id)
             await wait_until(lambda: server_large.state == "closed", timeout=15)
             assert server_large.close_reason == "refused before decoding: the video is 1280x720"
@@ -169,5 +170,6 @@ async def test_a_peer_whose_video_is_over_the_decode_limit_is_told_and_closed_be
             assert told and told[0]["code"] == "video_too_large" and "1280x720" in told[0]["message"], list(large.events)
             await wait_until(lambda: small.frames_received >= 10, timeout=10)
             assert app[SESSIONS].get(small.session_id).state == "live", "the other session goes on"
+            assert server_large.stats.codec == app[SESSIONS].get(small.session_id).stats.codec == codec
             await small.close()
             await large.close()

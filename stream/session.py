@@ -35,6 +35,9 @@ from stream.swap_options import SWAP_KEYS, InvalidSwapOptions, check_swap_option
 
 logger = logging.getLogger(__name__)
 
+# How long a session whose video is refused waits for its client's data channel to tell it why.
+REFUSAL_NOTICE_S = 2.0
+
 
 class Session:
     def __init__(
@@ -269,11 +272,25 @@ class Session:
 
     def _video_too_large(self, why: str) -> None:
         """The peer's video declared frames over the decode limit (or a size that cannot be read):
-        refused undecoded, session ended."""
+        refused undecoded (declared_size.py); the client is told why, then the session ends."""
+        self._spawn(self._refuse_video(why), "refuse")
+
+    async def _refuse_video(self, why: str) -> None:
         message = f"{why}; this server decodes at most {self._settings.max_decoded_pixels:,} pixels a frame"
         self.stats.last_error = message
+        # The first keyframe can come before the client's data channel is open, and closing at once
+        # drops a sent event with the connection: wait (a little) for the channel, then for the send.
+        deadline = time.monotonic() + REFUSAL_NOTICE_S
+        while not self._channel_open() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         self.send_event({"type": "error", "code": "video_too_large", "message": message})
-        self._spawn(self.close(f"refused before decoding: {why}"), "close")
+        while self._channel_open() and self._channel.bufferedAmount and time.monotonic() < deadline:  # type: ignore[union-attr]
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)  # handed to SCTP is not yet on the wire
+        await self.close(f"refused before decoding: {why}")
+
+    def _channel_open(self) -> bool:
+        return self._channel is not None and self._channel.readyState == "open"
 
     def send_event(self, event: Mapping[str, Any]) -> None:
         """Sends a JSON event to the client if its data channel is open (events are best effort)."""

@@ -200,7 +200,7 @@ def test_foreign_data_declares_nothing_and_raises_nothing_but_unreadable_size():
     rng = random.Random(7)
     for _ in range(2000):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
-        assert declared_size("VP8", data) is None or declared_size("VP8", data)[0] < 16384
+        declared_size("VP8", data)  # any bytes: no exception (a 14-bit size cannot be larger)
         for candidate in (data, b"\x00\x00\x01\x67" + data):
             try:
                 declared_size("H264", candidate)

@@ -23,6 +23,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from stream.encoder import tune_sender
 from stream.ice import IceSettings, refuse_outside_checks, restrict_gathering, rtc_configuration
+from stream.peer_close import close_peer
 from stream.receiver_tuning import tune_receiver
 
 
@@ -59,7 +60,7 @@ class ClientSession:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
-        await self.pc.close()
+        await close_peer(self.pc)
 
 
 class FacefuseClient:

@@ -26,6 +26,7 @@ from stream.declared_size import DecodeSizeLimit
 from stream.encoder import tune_sender
 from stream.errors import IceGatheringFailed, InvalidCommand, InvalidOffer
 from stream.ice import allowed_remote_networks, refuse_outside_checks, restrict_gathering, rtc_configuration
+from stream.peer_close import close_peer
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
 from stream.sdp import InvalidSdp, add_bitrate_hints, filter_remote_candidates, parse_offer
@@ -360,7 +361,8 @@ class Session:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.meter is not None:
             await self.meter.close()
-        await self._pc.close()
+        if not await close_peer(self._pc):
+            logger.warning("session %s: its peer connection did not close in time; left behind", self.id)
         self.state = "closed"
         self._closed.set()
         if self._on_closed is not None:

@@ -173,3 +173,35 @@ async def test_a_peer_whose_video_is_over_the_decode_limit_is_told_and_closed_be
             assert server_large.stats.codec == app[SESSIONS].get(small.session_id).stats.codec == codec
             await small.close()
             await large.close()
+
+
+async def test_a_peer_connection_that_will_not_close_does_not_hold_up_its_session(monkeypatch):
+    """aiortc's close() has stalled before on a transport's task; closing goes on without it."""
+    import stream.peer_close
+    from signaling.app_keys import SESSIONS
+
+    monkeypatch.setattr(stream.peer_close, "PEER_CLOSE_TIMEOUT_S", 0.5)
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client:
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: session.frames_received >= 3, timeout=10)
+            server_pc = app[SESSIONS].get(session.session_id)._pc
+            real_close = server_pc.close
+            stalled = asyncio.Event()
+
+            async def close_that_stalls():  # the stall injected into the real peer connection
+                stalled.set()
+                await asyncio.Event().wait()
+
+            server_pc.close = close_that_stalls
+            started = time.monotonic()
+            closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 5)
+            assert stalled.is_set()
+            assert time.monotonic() - started < 2.5, "the DELETE is answered soon after the limit"
+            assert closed["state"] == "closed"
+            assert app[SESSIONS].all() == [], "the session is forgotten"
+            after = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: after.frames_received >= 3, timeout=10)
+            await after.close()
+            await session.close()
+            await real_close()

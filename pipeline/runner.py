@@ -312,7 +312,7 @@ class BatchRunner:
         try:
             return FrameResult(job.session_id, image_to_frame(output, like=job.frame), job.arrived, True)
         except Exception as exc:
-            return FrameResult(job.session_id, job.frame, job.arrived, False, str(exc))
+            return FrameResult(job.session_id, unchanged, job.arrived, False, str(exc))
 
 
 def _as_staged(frame: av.VideoFrame, item: ChainItem) -> av.VideoFrame:

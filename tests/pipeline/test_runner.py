@@ -126,11 +126,13 @@ def test_frames_over_the_pixel_limit_reach_the_chain_scaled_down(runner_factory)
 
 
 class AlternatingChain(RecordingChain):
-    """Swaps every other frame of a session and passes the rest through (a face that comes and goes)."""
+    """Swaps every other frame of a session and passes the rest through (a face that comes and goes);
+    session "c" gets an output that is no I420 image."""
 
     def run(self, batch: list[ChainItem]):
         swapped = super().run(batch)
         seen = [sum(session == item.session_id for done in self.batches for session in done) for item in batch]
+        swapped = [np.zeros((5, 5), np.float32) if item.session_id == "c" else out for out, item in zip(swapped, batch)]
         return [out if count % 2 or isinstance(out, Exception) else None for out, count in zip(swapped, seen)]
 
 
@@ -146,7 +148,7 @@ def test_a_sessions_output_keeps_one_size_whether_or_not_frames_are_swapped(runn
     """Passed-through and failed frames go out as the chain saw them (cropped to even, scaled
     down), not as they came: each change of size would restart the peer's encoder."""
     runner = runner_factory(AlternatingChain(fail_session="b"), **settings)
-    inboxes = {"a": Inbox(), "b": Inbox()}
+    inboxes = {"a": Inbox(), "b": Inbox(), "c": Inbox()}
     for session, inbox in inboxes.items():
         runner.add_session(session, inbox)
     for n in range(4):
@@ -157,6 +159,7 @@ def test_a_sessions_output_keeps_one_size_whether_or_not_frames_are_swapped(runn
     assert len(delivered) == 1 and delivered != {size}, delivered
     assert [r.processed for r in inboxes["a"].results] == [True, False, True, False]
     assert all(r.error == "bad face" for r in inboxes["b"].results)
+    assert [r.error is not None and "not I420" in r.error for r in inboxes["c"].results] == [True, False, True, False]
 
 
 def test_processed_frame_keeps_timing(runner_factory):

@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 # How long a session whose video is refused waits for its client's data channel to tell it why.
 REFUSAL_NOTICE_S = 2.0
+# Commands are small JSON objects; a bound keeps their parsing and the answers that name them small
+# (an answer over the peer's SCTP message limit cannot be sent at all).
+MAX_COMMAND_CHARS = 4096
 
 
 class Session:
@@ -224,11 +227,22 @@ class Session:
 
     def _on_message(self, message: str | bytes) -> None:
         """A command from the client; every one is answered with an event (its result, or an error
-        naming the command), and one that fails changes nothing."""
+        naming the command), and one that fails changes nothing. Nothing raised here may reach
+        aiortc: an exception in its message callback tears the peer connection down."""
+        try:
+            self._answer(message)
+        except Exception:
+            logger.exception("session %s: a command could not be answered", self.id)
+            self.send_event({"type": "error", "code": "internal_error", "message": "the command could not be carried out"})
+
+    def _answer(self, message: str | bytes) -> None:
+        if len(message) > MAX_COMMAND_CHARS:
+            self.send_event({"type": "error", "code": "invalid_command", "message": f"commands are at most {MAX_COMMAND_CHARS} characters long"})
+            return
         try:
             command = json.loads(message)
             kind = command["type"]
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, RecursionError):  # RecursionError: JSON nested too deep
             self.send_event({"type": "error", "code": "invalid_command", "message": "expected a JSON object with a 'type'"})
             return
         try:
@@ -299,7 +313,10 @@ class Session:
         if channel is not None and channel.readyState == "open":
             # Bounded: a client that never reads must not grow our send buffer forever.
             if channel.bufferedAmount < 256 * 1024:
-                channel.send(json.dumps(event))
+                try:
+                    channel.send(json.dumps(event))
+                except ValueError as exc:  # over the peer's message size: dropped like a full buffer's
+                    logger.warning("session %s: an event was not sent: %s", self.id, exc)
 
     def snapshot(self) -> dict[str, object]:
         return {

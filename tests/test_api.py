@@ -1,5 +1,7 @@
 """The HTTP API's answers, statuses and error bodies, against the real app."""
 
+import json
+
 import aiohttp
 import pytest
 
@@ -191,6 +193,17 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                     answer = await answer_to(bad)
                     assert answer["type"] == "error" and answer["code"] == code, (bad, answer)
                     assert answer["command"] == bad["type"], "the error names the command it answers"
+                # what is no command at all: nested too deep for the parser, too long to echo back
+                # (its answer would exceed the peer's SCTP message limit); the session lives on
+                for raw, message in (("[" * 1000 + "]" * 1000, "expected a JSON object"), (json.dumps({"type": "x" * 140_000}), "at most")):
+                    seen = len(session.events)
+                    session.channel.send(raw)
+                    await wait_until(lambda: any(e["type"] == "error" for e in list(session.events)[seen:]), timeout=5)
+                    answer = next(e for e in list(session.events)[seen:] if e["type"] == "error")
+                    assert answer["code"] == "invalid_command" and message in answer["message"], answer
+                assert session.pc.connectionState == "connected"
+                received = session.frames_received
+                await wait_until(lambda: session.frames_received >= received + 5, timeout=5)
                 after = await snapshot()
                 assert after["options"] == {"swap": "largest"} and after["face_id"] == face, "nothing changed"
 

@@ -7,7 +7,7 @@ import re
 import secrets
 
 from quota.errors import AccountExists, QuotaError
-from quota.settings import QuotaSettings, to_micro
+from quota.settings import MAX_AMOUNT_TOKENS, QuotaSettings, micro_amount
 from quota.store import Account, QuotaStore
 
 LOCAL_ACCOUNT = "local"
@@ -39,10 +39,11 @@ class Accounts:
             self.settings.tier(tier)
         except ValueError as exc:
             raise InvalidAccount(str(exc)) from None
-        if not isinstance(balance, (int, float)) or isinstance(balance, bool) or balance < 0:
-            raise InvalidAccount("the balance must be a number >= 0")
+        micro = micro_amount(balance)
+        if micro is None:
+            raise InvalidAccount(f"the balance must be a number from 0 to {MAX_AMOUNT_TOKENS:,}")
         api_key = "ff_" + secrets.token_urlsafe(24)
-        account = await self.store.create_account(account_id, tier, to_micro(balance), hash_key(api_key))
+        account = await self.store.create_account(account_id, tier, micro, hash_key(api_key))
         return account, api_key
 
     async def authenticate(self, api_key: str) -> Account:

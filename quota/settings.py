@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 MICRO = 1_000_000  # micro-tokens per token
@@ -9,6 +10,19 @@ MICRO = 1_000_000  # micro-tokens per token
 
 def to_micro(tokens: float) -> int:
     return round(tokens * MICRO)
+
+
+# The most one credit or starting balance may hold: far beyond any real purchase, and far inside
+# what the Redis scripts' numbers (doubles, exact to 2**53 micro-tokens) count exactly.
+MAX_AMOUNT_TOKENS = 1_000_000_000
+
+
+def micro_amount(tokens: object) -> int | None:
+    """A JSON number of tokens as micro-tokens; None when it is no number (bool, NaN, infinity) or
+    outside 0..MAX_AMOUNT_TOKENS."""
+    if not isinstance(tokens, (int, float)) or isinstance(tokens, bool) or not math.isfinite(tokens):
+        return None
+    return to_micro(tokens) if 0 <= tokens <= MAX_AMOUNT_TOKENS else None
 
 
 def to_tokens(micro: int) -> float:

@@ -53,7 +53,8 @@ async def test_account_creation_errors(admin):
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "bob", "tier": "paid"})) == 409
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "x", "tier": "platinum"})) == 400
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "no spaces", "tier": "free"})) == 400
-    assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "y", "balance": -1})) == 400
+    for balance in (-1, float("nan"), float("inf"), 1e13):
+        assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "y", "balance": balance})) == 400
     assert await status_of(admin.request("GET", "/api/admin/accounts/nobody")) == 404
 
 
@@ -76,10 +77,16 @@ async def test_credit_is_idempotent(admin):
         assert body["balance"] == 6
     body = await admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 2, "idempotency_key": "order-18"})
     assert body["balance"] == 8
-    assert await status_of(admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": -2, "idempotency_key": "k"})) == 400
+    # no number, or none a ledger should take: NaN and infinity once gave 500, 1e13 a negative balance,
+    # 1e-7 credited nothing and used the key up
+    for amount in (-2, 0, float("nan"), float("inf"), 1e13, 1e-7, True, "5"):
+        credit = {"amount": amount, "idempotency_key": "k"}
+        assert await status_of(admin.request("POST", "/api/admin/accounts/dave/credit", json=credit)) == 400, amount
+    body = await admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 1e9, "idempotency_key": "k"})
+    assert body["balance"] == 1e9 + 8, "the largest credit, under the key none of the refused ones used"
     assert await status_of(admin.request("POST", "/api/admin/accounts/nobody/credit", json={"amount": 2, "idempotency_key": "k"})) == 404
     history = (await admin.request("GET", "/api/admin/accounts/dave"))["history"]
-    assert [entry["amount"] for entry in history if entry["kind"] == "credit"] == [2, 5]
+    assert [entry["amount"] for entry in history if entry["kind"] == "credit"] == [1e9, 2, 5]
 
 
 async def test_faces_and_sessions_belong_to_their_account(server, admin):

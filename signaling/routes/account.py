@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from quota.settings import to_micro, to_tokens
+from quota.settings import MAX_AMOUNT_TOKENS, micro_amount, to_tokens
 from quota.store import Account
 from signaling.app_keys import ACCOUNTS, SESSIONS, SETTINGS
 from signaling.auth import current_account, require_admin
@@ -63,10 +63,11 @@ async def credit_account(request: web.Request) -> web.Response:
     require_admin(request)
     body = await json_object(request)
     amount, key = body.get("amount"), body.get("idempotency_key")
-    if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount <= 0:
-        raise ApiError(400, "invalid_body", "'amount' must be a number > 0")
+    micro = micro_amount(amount)
+    if not micro:  # None, or under a micro-token: nothing to credit, and the key would be used up
+        raise ApiError(400, "invalid_body", f"'amount' must be a number from 0.000001 to {MAX_AMOUNT_TOKENS:,}")
     if not isinstance(key, str) or not 1 <= len(key) <= 200:
         raise ApiError(400, "invalid_body", "'idempotency_key' must be a string of 1-200 characters")
     accounts = request.app[ACCOUNTS]
-    await accounts.store.credit(request.match_info["account_id"], to_micro(amount), key)
+    await accounts.store.credit(request.match_info["account_id"], micro, key)
     return web.json_response(describe(request, await accounts.get(request.match_info["account_id"])))

@@ -3,7 +3,11 @@
 Store round trips are O(1 per lease): a lease holds `lease_s` seconds of video at
 the session's price; the meter renews when less than `renew_below` of a lease is
 left, for a whole lease more, so at 30 fps a session makes about 12 renewals a
-minute. Frames are charged only when processed (`charge_frame`, called on the
+minute. Besides: a lease is renewed at least every third of its TTL however slowly
+it is spent (or the store would settle a live session's lease); while throttled,
+every THROTTLED_REFRESH_S (a top-up lifts the throttle soon); and a lease the
+account cannot refill is asked again at most once a second, not at every frame.
+Frames are charged only when processed (`charge_frame`, called on the
 event loop, never waits). Levels: full, slow (15 fps), crawl (5 fps), stopped
 (no processing; the session shows the original video and is closed after the
 grace period unless tokens arrive). A store that cannot be reached fails closed:
@@ -27,7 +31,8 @@ from quota.store import Grant, QuotaStore
 
 logger = logging.getLogger(__name__)
 
-STORE_RETRY_S = 1.0
+STORE_RETRY_S = 1.0  # a dead store, or a lease the account could not refill, is asked again after this
+THROTTLED_REFRESH_S = 2.0  # while slow or crawling, the balance is read this often (a top-up shows soon)
 
 
 class Level(str, Enum):
@@ -97,6 +102,9 @@ class SessionMeter:
         self._reason: str | None = None
         self._stopped_since: float | None = None
         self._retry_at = 0.0  # after a store failure, no new attempt before this (clock) time
+        self._renewed_at = 0.0  # (clock) time of the last lease operation the store confirmed
+        self._short = False  # the last grant was less than asked: the account has no more to give now
+        self._unanswered: tuple[int, int, int] | None = None  # (seq, reported, want) of a renewal whose answer was lost
         self._renew_wanted = asyncio.Event()
         self._burn: deque[tuple[float, int]] = deque(maxlen=64)
         self._state: MeterState | None = None
@@ -127,6 +135,7 @@ class SessionMeter:
             lease_ttl_s=self._settings.lease_ttl_s,
         )
         self._apply(grant, reported_spent=0)
+        self._renewed_at = self._clock()
         return self._update()
 
     def charge_frame(self, height: int) -> None:
@@ -137,9 +146,9 @@ class SessionMeter:
         # Metered: never more than the lease holds (the store would refuse it anyway).
         self._spent_total = min(self._granted_total, spent) if self.rules.metered else spent
         self._burn.append((self._clock(), self._spent_total))
-        if self.held < self._lease_want() * self._settings.renew_below:
-            self._renew_wanted.set()
         self._update()
+        if self._renewal_want() is not None:
+            self._renew_wanted.set()
 
     @property
     def state(self) -> MeterState:
@@ -152,23 +161,39 @@ class SessionMeter:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._renew_wanted.wait(), timeout=1.0)
             self._renew_wanted.clear()
-            stopped = self.state.level is Level.STOPPED
-            low = self.held < self._lease_want() * self._settings.renew_below
-            if (stopped or low) and self._clock() >= self._retry_at:
-                await self._renew()
+            want = self._renewal_want()
+            if want is not None and self._clock() >= self._retry_at:
+                await self._renew(want)
             state = self._update()
             if state.level is Level.STOPPED and self._stopped_since is not None:
                 if self._clock() - self._stopped_since >= self._settings.grace_s:
                     self._on_exhausted(state.reason or "exhausted")
                     return
 
-    async def _renew(self) -> None:
+    def _renewal_want(self) -> int | None:
+        """What to ask the store for now, or None when no renewal is due."""
+        since = self._clock() - self._renewed_at
+        level = self.state.level
+        if level is Level.STOPPED:  # no frames come: the loop's one-second wake paces these
+            return self._lease_want()
+        if self.held < self._lease_want() * self._settings.renew_below:
+            return self._lease_want() if not self._short or since >= STORE_RETRY_S else None
+        due = THROTTLED_REFRESH_S if level in (Level.SLOW, Level.CRAWL) else self._settings.lease_ttl_s / 3
+        # a lease that is not low is only kept alive (and the balance read): topped up to one lease, no more
+        return max(0, self._lease_want() - self.held) if since >= due else None
+
+    async def _renew(self, want: int) -> None:
         seq = self._seq + 1  # the same seq is retried until it succeeds: idempotent in the store
         reported = self._spent_total
+        if self._unanswered is not None and self._unanswered[0] == seq:
+            # The store may have applied the lost attempt and answers a repeated seq with that
+            # attempt's grant: this attempt must say what that one said, or the grant is misread.
+            _, reported, want = self._unanswered
+        self._unanswered = (seq, reported, want)
         self._sent_seq = max(self._sent_seq, seq)
         try:
             grant = await self._store.renew_lease(
-                self.account_id, self.lease_id, seq, reported, self._lease_want(), self.rules,
+                self.account_id, self.lease_id, seq, reported, want, self.rules,
                 hour_s=self._settings.hour_s, refill_period_s=self._settings.refill_period_s,
             )
         except StoreUnavailable as exc:
@@ -178,13 +203,17 @@ class SessionMeter:
             self._reason = "quota_store_unavailable"
             return
         except LeaseNotFound:
-            # expired in the store (e.g. a long outage): nothing more can be granted to it
+            # expired in the store (a store outage longer than the TTL): nothing more can be granted to it
+            self._unanswered = None
             logger.warning("session %s: lease %s is gone from the store", self.session_id, self.lease_id)
             self._reason = "exhausted"
             self._store_available = 0
             self._granted_total = self._spent_total
             return
         self._seq = seq
+        self._unanswered = None
+        self._renewed_at = self._clock()
+        self._short = grant.granted < want
         self._reason = None
         self._apply(grant, reported)
 

@@ -6,7 +6,7 @@ import pytest
 
 from quota.errors import NothingToSpend, StoreUnavailable
 from quota.memory_store import MemoryStore
-from quota.meter import Level, SessionMeter
+from quota.meter import THROTTLED_REFRESH_S, Level, SessionMeter
 from quota.settings import MICRO, QuotaSettings, to_micro
 
 
@@ -228,3 +228,102 @@ async def test_unmetered_tier_is_recorded_but_never_throttled():
     await runner
     history = await store.history("acct")
     assert history[0]["kind"] == "session" and history[0]["spent"] == pytest.approx(10 * MICRO, rel=1e-4)
+
+
+async def run_for(meter: SessionMeter, clock: Clock, seconds: float, fps: float) -> None:
+    """`seconds` of (clock) time at `fps` processed frames, the meter's loop running between frames."""
+    for _ in range(round(seconds * fps)):
+        clock.now += 1 / fps
+        spend(meter, 1)
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+
+async def test_a_slowly_spent_lease_is_kept_alive_and_charged():
+    """At 1 fps a lease lasts 150 s, longer than the store's 60 s TTL: it is renewed anyway, so the
+    store never settles a live session's lease (which had refunded it, freed its session slot and
+    ended the session as exhausted with the balance full)."""
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    meter, _, _, exhausted = await make_meter(100, store=store, clock=clock)
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    await run_for(meter, clock, 200, fps=1)
+    assert meter.state.level is Level.FULL and exhausted == []
+    held = meter.held
+    assert held <= to_micro(5) + 1, "kept alive, not topped up beyond one lease"
+    await meter.close()
+    await runner
+    assert await balance_of(store) == pytest.approx(100 - 200 / 30, abs=1e-3)
+
+
+class LostAnswerStore:
+    """The first renewal is applied by the store, but its answer never arrives (our interface only)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.lost = False
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    async def renew_lease(self, *args, **kwargs):
+        grant = await self.store.renew_lease(*args, **kwargs)
+        if not self.lost:
+            self.lost = True
+            raise StoreUnavailable("the answer was lost")
+        return grant
+
+
+async def test_a_renewal_whose_answer_was_lost_is_retried_as_it_was_sent():
+    """The store answers a repeated seq with the first attempt's grant; a retry that reported a
+    newer spend misread that grant and let the session spend past its balance uncharged."""
+    clock = Clock()
+    lossy = LostAnswerStore(MemoryStore(clock=clock))
+    meter, _, _, _ = await make_meter(7, store=lossy, clock=clock)
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    await run_for(meter, clock, 12, fps=30)
+    assert lossy.lost
+    charged = meter.state.spent
+    await meter.close()
+    await runner
+    assert charged == pytest.approx(7, abs=1e-3), "all of the balance, no more"
+    assert await balance_of(lossy.store) == pytest.approx(7 - charged, abs=1e-3), "what the meter charged, the store has"
+
+
+async def test_a_lease_that_cannot_be_refilled_is_asked_once_a_second_not_every_frame():
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    meter, _, _, _ = await make_meter(7, store=store, clock=clock)
+    calls = []
+    renew = store.renew_lease
+
+    async def counting(*args, **kwargs):
+        calls.append(clock.now)
+        return await renew(*args, **kwargs)
+
+    store.renew_lease = counting
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    await run_for(meter, clock, 6, fps=30)  # 6 s: all 7 tokens in the lease, 1 left in it, low
+    before = len(calls)
+    await run_for(meter, clock, 4, fps=5)  # crawling on what the lease holds, nothing more to grant
+    assert 1 <= len(calls) - before <= 5, f"{len(calls) - before} renewals in 4 s (20 frames)"
+    await meter.close()
+    await runner
+
+
+async def test_a_top_up_lifts_the_throttle_within_seconds():
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    meter, _, _, _ = await make_meter(12, store=store, clock=clock)
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    await run_for(meter, clock, 1, fps=5)
+    assert meter.state.level is Level.CRAWL
+    await store.credit("acct", to_micro(1000), "top-up")
+    await run_for(meter, clock, THROTTLED_REFRESH_S + 0.5, fps=5)
+    assert meter.state.level is Level.FULL
+    await meter.close()
+    await runner

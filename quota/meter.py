@@ -33,6 +33,10 @@ logger = logging.getLogger(__name__)
 
 STORE_RETRY_S = 1.0  # a dead store, or a lease the account could not refill, is asked again after this
 THROTTLED_REFRESH_S = 2.0  # while slow or crawling, the balance is read this often (a top-up shows soon)
+LATE_CLOSE_RETRY_S = 2.0  # a lease that could not be returned at once is tried again this often, for a TTL
+
+# Returns still being retried after their sessions ended (held here so they are not collected).
+_late_closes: set[asyncio.Task[None]] = set()
 
 
 class Level(str, Enum):
@@ -229,16 +233,36 @@ class SessionMeter:
         self._renew_wanted.set()
         seq = self._sent_seq + 1  # beyond any renew that may have been applied; the same for every retry
         for attempt in range(3):
-            try:
-                await self._store.close_lease(
-                    self.account_id, self.lease_id, seq, self._spent_total, self.rules, hour_s=self._settings.hour_s
-                )
+            if await self._try_close(seq):
                 return
-            except StoreUnavailable:
-                await asyncio.sleep(0.2 * (attempt + 1))
-            except LeaseNotFound:
+            await asyncio.sleep(0.2 * (attempt + 1))
+        # The store settles a lease it stops hearing from as spent up to the last renewal, so what
+        # was spent since would go unpaid: keep trying in the background for a TTL.
+        logger.warning("session %s: could not return lease %s yet; retrying for %g s", self.session_id, self.lease_id, self._settings.lease_ttl_s)
+        task = asyncio.ensure_future(self._close_later(seq))
+        _late_closes.add(task)
+        task.add_done_callback(_late_closes.discard)
+
+    async def _try_close(self, seq: int) -> bool:
+        """True once the store has the lease's final spending (or no longer knows the lease)."""
+        try:
+            await self._store.close_lease(
+                self.account_id, self.lease_id, seq, self._spent_total, self.rules, hour_s=self._settings.hour_s
+            )
+        except StoreUnavailable:
+            return False
+        except LeaseNotFound:
+            pass
+        return True
+
+    async def _close_later(self, seq: int) -> None:
+        deadline = time.monotonic() + self._settings.lease_ttl_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(LATE_CLOSE_RETRY_S)
+            if await self._try_close(seq):
+                logger.info("session %s: lease %s returned late", self.session_id, self.lease_id)
                 return
-        logger.warning("session %s: could not close lease %s; the store settles it after its TTL", self.session_id, self.lease_id)
+        logger.warning("session %s: could not return lease %s; the store settles it after its TTL", self.session_id, self.lease_id)
 
     # -- the level ---------------------------------------------------------------------------
     def _burn_rate(self) -> float:

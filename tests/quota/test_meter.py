@@ -327,3 +327,24 @@ async def test_a_top_up_lifts_the_throttle_within_seconds():
     assert meter.state.level is Level.FULL
     await meter.close()
     await runner
+
+
+async def test_a_lease_returned_during_an_outage_is_returned_when_the_store_is_back(monkeypatch):
+    """Given up after the first tries, the store would settle the lease at the last renewal's
+    spending, and the video processed since would go unpaid."""
+    import quota.meter
+
+    monkeypatch.setattr(quota.meter, "LATE_CLOSE_RETRY_S", 0.05)
+    flaky = FlakyStore(MemoryStore())
+    meter, _, _, _ = await make_meter(100, store=flaky)
+    await meter.open()
+    spend(meter, 90)  # 3 tokens, inside the first lease: never reported to the store
+    flaky.up = False
+    await meter.close()
+    assert await balance_of(flaky.store) == pytest.approx(95), "the lease is still out"
+    flaky.up = True
+    for _ in range(40):
+        if await balance_of(flaky.store) != pytest.approx(95):
+            break
+        await asyncio.sleep(0.05)
+    assert await balance_of(flaky.store) == pytest.approx(97, abs=1e-4), "charged what was spent, the rest returned"

@@ -14,7 +14,7 @@ from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound, NoFaceF
 from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
 from quota.accounts import InvalidAccount, InvalidApiKey
 from quota.errors import AccountExists, AccountNotFound, NothingToSpend, StoreUnavailable, TooManyLeases
-from stream.errors import IceGatheringFailed, InvalidOffer, SessionForbidden, SessionNotFound, TooManySessions
+from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly, SessionForbidden, SessionNotFound, TooManySessions
 from stream.swap_options import InvalidSwapOptions
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (SessionNotFound, 404),
     (AccountNotFound, 404),
     (AccountExists, 409),
+    (SessionClosedEarly, 409),
     (NoFaceFound, 422),
     (TooManyLeases, 429),
     (StoreUnavailable, 503),

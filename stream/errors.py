@@ -21,6 +21,12 @@ class SessionForbidden(StreamError):
     code = "forbidden"
 
 
+class SessionClosedEarly(StreamError):
+    """The session was closed (by request, or the server stopping) before its offer was answered."""
+
+    code = "session_closed"
+
+
 class IceGatheringFailed(StreamError):
     """The server's own ICE settings produced no candidate (a configuration problem)."""
 

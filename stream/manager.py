@@ -11,6 +11,7 @@ from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from quota.meter import MeterState, SessionMeter
 from stream.errors import SessionForbidden, SessionNotFound, TooManySessions
+from stream.offer_check import checked_offer
 from stream.session import Session
 from stream.settings import StreamSettings
 
@@ -41,6 +42,7 @@ class SessionManager:
         With a meter, its lease is opened before any negotiation work, so an
         account with nothing to spend (or too many sessions) is refused cheaply.
         """
+        offer_sdp = checked_offer(offer_sdp, self._settings.ice)  # InvalidOffer before a lease is opened
         if len(self._sessions) >= self._settings.max_sessions:
             raise TooManySessions(f"the server is full ({self._settings.max_sessions} sessions); try again later")
         session = Session(

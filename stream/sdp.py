@@ -63,6 +63,15 @@ def parse_offer(sdp: str) -> None:
     videos = [m for m in description.media if m.kind == "video"]
     if not videos:
         raise InvalidSdp("SDP has no video m-line")
+    if len(videos) > 1:
+        raise InvalidSdp(f"SDP has {len(videos)} video m-lines; a session takes one camera")
+    mids = [m.rtp.muxId for m in description.media if m.rtp.muxId]
+    repeated = sorted({mid for mid in mids if mids.count(mid) > 1})
+    if repeated:
+        raise InvalidSdp(f"SDP repeats a=mid:{repeated[0]}; every m-line needs its own")
+    if any(m.ice_candidates_complete for m in description.media) and not any(m.ice_candidates for m in description.media):
+        # aioice drops a component whose candidates are complete but none: the session could never connect
+        raise InvalidSdp("SDP ends its ICE candidates (a=end-of-candidates) without giving one")
 
     for index, media in enumerate(description.media):
         _check_media(index, media)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc.exceptions import InvalidAccessError, InvalidStateError
 from aiortc.mediastreams import MediaStreamError
 
 from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
@@ -24,12 +25,12 @@ from pipeline.runner import BatchRunner, FrameResult
 from quota.meter import Level, MeterState, SessionMeter
 from stream.declared_size import DecodeSizeLimit
 from stream.encoder import tune_sender
-from stream.errors import IceGatheringFailed, InvalidCommand, InvalidOffer
-from stream.ice import allowed_remote_networks, refuse_outside_checks, restrict_gathering, rtc_configuration
-from stream.peer_close import close_peer
+from stream.errors import IceGatheringFailed, InvalidCommand, InvalidOffer, SessionClosedEarly
+from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
+from stream.peer_close import PEER_CLOSE_TIMEOUT_S, close_peer
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
-from stream.sdp import InvalidSdp, add_bitrate_hints, filter_remote_candidates, parse_offer
+from stream.sdp import add_bitrate_hints
 from stream.settings import StreamSettings
 from stream.stats import SessionStats
 from stream.swap_options import SWAP_KEYS, InvalidSwapOptions, check_swap_options
@@ -77,43 +78,49 @@ class Session:
         self._last_frame_at = time.monotonic()
         self._closed = asyncio.Event()
         self._close_started = False
+        self._negotiated = asyncio.Event()  # clear while accept() runs: close() lets it finish first
+        self._negotiated.set()
         self._in_runner = False  # registered with the runner (after negotiation)
 
     # -- negotiation ---------------------------------------------------------------
     async def accept(self, offer_sdp: str) -> str:
-        """Applies the client's offer; returns the answer SDP. Raises InvalidOffer."""
+        """Applies the client's offer (checked by offer_check.checked_offer); returns the answer SDP.
+        Raises InvalidOffer, or SessionClosedEarly when the session is closed meanwhile."""
+        self._negotiated.clear()
         try:
-            parse_offer(offer_sdp)
-            offer_sdp, dropped = filter_remote_candidates(offer_sdp, allowed_remote_networks(self._settings.ice))
-        except InvalidSdp as exc:
-            raise InvalidOffer(str(exc)) from exc
-        if dropped:
-            logger.info("session %s: dropped %d offered candidates outside the allowed networks", self.id, dropped)
-            if "a=candidate:" not in offer_sdp:
-                raise InvalidOffer(
-                    f"none of the {dropped} offered ICE candidates is in the networks this server accepts "
-                    "(a browser on the server's own machine needs loopback candidates)"
-                )
+            return await self._negotiate(offer_sdp)
+        finally:
+            self._negotiated.set()
 
+    async def _negotiate(self, offer_sdp: str) -> str:
         self.state = "connecting"
         self._pc.on("track", self._on_track)
         self._pc.on("datachannel", self._on_datachannel)
         self._pc.on("connectionstatechange", self._on_connection_state)
         try:
             await self._pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-        except (ValueError, KeyError, IndexError) as exc:  # aiortc's parser and negotiation errors
+        except (ValueError, KeyError, IndexError, InvalidAccessError, InvalidStateError) as exc:  # aiortc's refusals
+            self._refuse_if_closed()
             raise InvalidOffer(f"the offer could not be applied: {exc}") from exc
+        self._refuse_if_closed()
         if not any(t.kind == "video" and t.receiver.track is not None for t in self._pc.getTransceivers()):
             raise InvalidOffer("the offer has no video to receive")
         refuse_outside_checks(self._pc, self._settings.ice)
         for transceiver in self._pc.getTransceivers():
             tune_receiver(transceiver.receiver, admit=DecodeSizeLimit(self._settings.max_decoded_pixels, self._video_too_large))
-        answer = await self._pc.createAnswer()
         try:
+            answer = await self._pc.createAnswer()
             await restrict_gathering(self._pc, self._settings.ice)
+            await self._pc.setLocalDescription(answer)
+        except InvalidStateError:
+            self._refuse_if_closed()
+            raise
         except RuntimeError as exc:  # e.g. an --ice-host address this machine does not have
+            self._refuse_if_closed()
             raise IceGatheringFailed(f"the server could not gather ICE candidates: {exc}") from exc
-        await self._pc.setLocalDescription(answer)
+        # Closed while negotiating (a DELETE, a shutdown): it must not take a runner slot after close()
+        # has already freed it.
+        self._refuse_if_closed()
         for transceiver in self._pc.getTransceivers():
             if transceiver.kind == "video":
                 tune_sender(transceiver)
@@ -135,6 +142,10 @@ class Session:
         return add_bitrate_hints(
             self._pc.localDescription.sdp, min_kbps=min_kbps, start_kbps=start_kbps, max_kbps=max_kbps
         )
+
+    def _refuse_if_closed(self) -> None:
+        if self._close_started:
+            raise SessionClosedEarly(f"the session was closed ({self.close_reason}) while its offer was being answered")
 
     def _chain_options(self) -> dict[str, object]:
         return {**self.options, "face_id": self.face_id}
@@ -378,6 +389,10 @@ class Session:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.meter is not None:
             await self.meter.close()
+        # A peer connection closed mid-negotiation leaks the UDP sockets its ICE gathering is still
+        # opening; the negotiation sees the close at its next step and stops there.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._negotiated.wait(), PEER_CLOSE_TIMEOUT_S)
         if not await close_peer(self._pc):
             logger.warning("session %s: its peer connection did not close in time; left behind", self.id)
         self.state = "closed"

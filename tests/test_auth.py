@@ -140,3 +140,14 @@ def test_serving_beyond_loopback_without_an_admin_key_is_refused():
     result = subprocess.run([facefuse, "serve", "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "without --admin-key" in result.stderr
+
+
+async def test_a_malformed_offer_is_refused_before_any_lease(admin):
+    """A 400 offer opens no lease: it is not 402 for an empty account, and it writes no history
+    (a thousand of them had pushed the account's credits out of its history)."""
+    broke_key = await new_account(admin, "gina", balance=0)
+    async with FacefuseClient(admin.base_url, api_key=broke_key) as gina:
+        for _ in range(3):
+            assert await status_of(gina.request("POST", "/api/offer", json={"sdp": "hello", "type": "offer"})) == 400
+    history = (await admin.request("GET", "/api/admin/accounts/gina"))["history"]
+    assert [entry for entry in history if entry["kind"] == "session"] == []

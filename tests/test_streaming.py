@@ -205,3 +205,39 @@ async def test_a_peer_connection_that_will_not_close_does_not_hold_up_its_sessio
             await after.close()
             await session.close()
             await real_close()
+
+
+async def test_a_session_closed_while_its_offer_is_answered_takes_no_runner_slot():
+    """A DELETE (or shutdown) can land between the awaits of negotiation; the session used to take
+    its runner slot after close() had freed it, for good, and the offer answered 500."""
+    from aiortc import RTCPeerConnection
+
+    from signaling.app_keys import SESSIONS
+    from stream.errors import SessionClosedEarly
+    from stream.ice import IceSettings, restrict_gathering, rtc_configuration
+
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client:
+            ice = IceSettings(hosts=("127.0.0.1",))
+            peer = RTCPeerConnection(rtc_configuration(ice))
+            peer.addTransceiver("video", direction="sendrecv")
+            await restrict_gathering(peer, ice)
+            await peer.setLocalDescription(await peer.createOffer())
+            outcomes = []
+            for steps in range(0, 60, 2):  # close after this many turns of the loop into negotiation
+                opening = asyncio.ensure_future(app[SESSIONS].open(peer.localDescription.sdp))
+                for _ in range(steps + 1):
+                    await asyncio.sleep(0)
+                session = app[SESSIONS].all()[0]
+                await app[SESSIONS].close(session.id)
+                try:
+                    await opening
+                    outcomes.append("answered")
+                except SessionClosedEarly:
+                    outcomes.append("refused")
+                health = await client.request("GET", "/healthz")
+                assert health["scheduler"]["sessions"] == 0, (steps, outcomes)
+                assert app[SESSIONS].all() == []
+            await peer.close()
+            print(outcomes)
+            assert "refused" in outcomes, "the close landed inside negotiation"

@@ -142,6 +142,10 @@ def test_invalid_sdp_is_a_value_error() -> None:
             ),
             "no supported video codec",
         ),
+        # what aiortc's negotiation itself refused with exceptions the server answered 500 to
+        (CHROME_OFFER + "m=video" + CHROME_OFFER.split("m=video")[1].replace("a=mid:1", "a=mid:2"), "2 video m-lines"),
+        (CHROME_OFFER.replace("a=mid:1", "a=mid:0"), "repeats a=mid:0"),
+        (drop_lines(CHROME_OFFER, "a=candidate") + "a=end-of-candidates\r\n", "without giving one"),
     ],
 )
 def test_bad_offers_rejected(offer: object, message: str) -> None:

@@ -13,6 +13,9 @@ import numpy as np
 class FaceNotFound(KeyError):
     code = "face_not_found"
 
+    def __str__(self) -> str:  # the message as written (KeyError's own quotes it like a key)
+        return str(self.args[0]) if self.args else ""
+
 
 class FaceForbidden(PermissionError):
     code = "forbidden"

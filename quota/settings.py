@@ -78,7 +78,7 @@ class QuotaSettings:
     def tier(self, name: str) -> TierRules:
         try:
             return self.tiers_by_name[name]
-        except KeyError:
+        except (KeyError, TypeError):  # TypeError: a JSON list or object as the name
             raise ValueError(f"unknown tier {name!r}; tiers: {', '.join(self.tiers_by_name)}") from None
 
     def price_per_second(self, height: int) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -9,11 +10,18 @@ from aiohttp import web
 from signaling.errors import ApiError
 
 
+# A JSON body (at most aiohttp's 1 MiB) that has not arrived by then is not coming: a client that
+# stops mid-body must not hold its buffer and connection for good.
+JSON_BODY_TIMEOUT_S = 10.0
+
+
 async def json_object(request: web.Request, shape: str = "") -> dict[str, Any]:
     """The body as a dict; `shape` (e.g. '{"face_id": "..."}') tells the client what was expected."""
     try:
-        body = await request.json()
-    except ValueError:
+        body = await asyncio.wait_for(request.json(), JSON_BODY_TIMEOUT_S)
+    except TimeoutError:
+        raise ApiError(408, "request_timeout", f"the body did not arrive within {JSON_BODY_TIMEOUT_S:g} s") from None
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
         raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_body", f"expected a JSON object {shape}".rstrip())

@@ -17,8 +17,11 @@ class InvalidSwapOptions(ValueError):
 
 
 def check_swap_options(options: Mapping[str, object], faces: FaceLibrary, account_id: str | None) -> None:
-    """InvalidSwapOptions for a mode we do not know or 'reference' without a photo's id;
+    """InvalidSwapOptions for an option or mode we do not know or 'reference' without a photo's id;
     FaceNotFound / FaceForbidden for a reference photo the account cannot use."""
+    unknown = sorted(str(key)[:40] for key in options if key not in SWAP_KEYS)
+    if unknown:  # a typo, or a payload: options are echoed in every stats event
+        raise InvalidSwapOptions(f"unknown option {unknown[0]!r}; the options are {' and '.join(SWAP_KEYS)}")
     mode = options.get("swap", "all")
     if mode not in SWAP_MODES:
         raise InvalidSwapOptions(f"options.swap must be one of {', '.join(SWAP_MODES)}")

@@ -1,5 +1,6 @@
 """The HTTP API's answers, statuses and error bodies, against the real app."""
 
+import asyncio
 import json
 
 import aiohttp
@@ -57,6 +58,10 @@ async def test_multipart_upload(api):
     empty = aiohttp.FormData()
     empty.add_field("other", b"x", filename="x.bin")
     await expect_error(api.request("POST", "/api/faces", data=empty), 400, "missing_image")
+    # a multipart body aiohttp cannot read (once 500s): no boundary; headers cut off
+    cut_off = b"--x\r\nContent-Disposition: form-da"
+    for content_type, data in (("multipart/form-data", b"junk"), ("multipart/form-data; boundary=x", cut_off)):
+        await expect_error(api.request("POST", "/api/faces", data=data, headers={"Content-Type": content_type}), 400, "invalid_multipart")
 
 
 async def test_oversized_upload_is_413(api):
@@ -101,6 +106,26 @@ async def test_malformed_offer_is_400(api, body):
 
 async def test_invalid_json_is_400(api):
     await expect_error(api.request("POST", "/api/offer", data=b"{nope", headers={"Content-Type": "application/json"}), 400, "invalid_json")
+    nested = b"[" * 100_000 + b"]" * 100_000  # too deep for the parser: RecursionError, once a 500
+    await expect_error(api.request("POST", "/api/offer", data=nested, headers={"Content-Type": "application/json"}), 400, "invalid_json")
+
+
+@pytest.mark.parametrize(
+    "path, module, setting",
+    [("/api/offer", "signaling.request_body", "JSON_BODY_TIMEOUT_S"), ("/api/faces", "signaling.routes.faces", "UPLOAD_STALL_S")],
+)
+async def test_a_body_that_stops_arriving_is_given_up(api, monkeypatch, path, module, setting):
+    """A client that announces a body and stops sending must not hold its buffer and connection."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), setting, 0.5)
+    host, port = api.base_url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"sdp\": ".encode())
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), timeout=5)
+    writer.close()
+    assert status_line.split()[1] == b"408", status_line
 
 
 async def test_unknown_face_is_404(api):
@@ -137,7 +162,8 @@ async def test_offer_with_only_outside_candidates_is_400():
 
 
 async def test_swap_options_are_checked(api):
-    for options in ({"swap": "everyone"}, {"swap": "reference"}):
+    # an unknown option (a typo, or a payload echoed in every stats event) is refused too
+    for options in ({"swap": "everyone"}, {"swap": "reference"}, {"swap": "all", "turbo": True}):
         await expect_error(api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": options}), 400, "invalid_body")
     await expect_error(
         api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": {"swap": "reference", "reference_face_id": "x"}}),
@@ -213,6 +239,10 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                 await expect_error(client.request("POST", path, json={"swap": "everyone"}), 400, "invalid_body")
                 await expect_error(client.request("POST", path, json={"reference_face_id": reference}), 400, "invalid_body")
                 await expect_error(client.request("POST", path, json=["largest"]), 400, "invalid_body")
+                # a typo is not "stop swapping" (that takes an explicit null)
+                face_path_ = f"/api/sessions/{session.session_id}/face"
+                await expect_error(client.request("POST", face_path_, json={"faceid": face}), 400, "invalid_body")
+                assert (await snapshot())["face_id"] == face
                 await expect_error(client.request("POST", path, json={"swap": "reference", "reference_face_id": "x"}), 404, "face_not_found")
                 await expect_error(client.request("POST", "/api/sessions/nope/swap", json={"swap": "all"}), 404)
                 assert (await snapshot())["options"] == swap

@@ -52,6 +52,7 @@ async def test_account_creation_errors(admin):
     await new_account(admin, "bob")
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "bob", "tier": "paid"})) == 409
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "x", "tier": "platinum"})) == 400
+    assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "x", "tier": ["paid"]})) == 400
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "no spaces", "tier": "free"})) == 400
     for balance in (-1, float("nan"), float("inf"), 1e13):
         assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "y", "balance": balance})) == 400

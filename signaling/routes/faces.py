@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -15,30 +17,50 @@ from signaling.errors import ApiError
 routes = web.RouteTableDef()
 
 
+T = TypeVar("T")
+
+# An upload that sends nothing for this long is given up (slow links still send something).
+UPLOAD_STALL_S = 15.0
+
+
+async def _arriving(read: Awaitable[T]) -> T:
+    try:
+        return await asyncio.wait_for(read, UPLOAD_STALL_S)
+    except TimeoutError:
+        raise ApiError(408, "request_timeout", f"the upload stalled: nothing arrived for {UPLOAD_STALL_S:g} s") from None
+
+
 async def _read_upload(request: web.Request, limit: int) -> bytes:
     """The image bytes from a raw body or a multipart field `image`, refusing more than `limit`."""
     too_large = ApiError(413, "payload_too_large", f"uploads are limited to {limit // (1024 * 1024)} MB")
     if request.content_length is not None and request.content_length > limit + 64 * 1024:
         raise too_large
     if request.content_type.startswith("multipart/"):
-        reader = await request.multipart()
-        async for part in reader:
-            if getattr(part, "name", None) == "image":
-                data = bytearray()
-                while chunk := await part.read_chunk():  # type: ignore[union-attr]
-                    data += chunk
-                    if len(data) > limit:
-                        raise too_large
-                return bytes(data)
-        raise ApiError(400, "missing_image", "the multipart body has no field named 'image'")
+        try:
+            return await _read_multipart_image(request, limit, too_large)
+        except ValueError as exc:  # aiohttp's: no boundary, a truncated or unterminated part
+            raise ApiError(400, "invalid_multipart", f"the multipart body could not be read: {exc}") from None
     data = bytearray()
-    async for chunk in request.content.iter_chunked(64 * 1024):
+    while chunk := await _arriving(request.content.read(64 * 1024)):
         data += chunk
         if len(data) > limit:
             raise too_large
     if not data:
         raise ApiError(400, "empty_body", "send the image as the request body (or a multipart field 'image')")
     return bytes(data)
+
+
+async def _read_multipart_image(request: web.Request, limit: int, too_large: ApiError) -> bytes:
+    reader = await request.multipart()
+    while (part := await _arriving(reader.next())) is not None:
+        if getattr(part, "name", None) == "image":
+            data = bytearray()
+            while chunk := await _arriving(part.read_chunk()):  # type: ignore[union-attr]
+                data += chunk
+                if len(data) > limit:
+                    raise too_large
+            return bytes(data)
+    raise ApiError(400, "missing_image", "the multipart body has no field named 'image'")
 
 
 @routes.post("/api/faces")

@@ -35,8 +35,8 @@ def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, 
 
 @routes.post("/api/offer")
 async def offer(request: web.Request) -> web.Response:
+    account = await current_account(request)  # before the body: no key, no buffer
     sdp, face_id, options = _parse_offer_body(await json_object(request, '{"sdp", "type": "offer"}'))
-    account = await current_account(request)
     if face_id is not None:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
     check_swap_options(options, request.app[FACES], account.id)  # 400 / 404 / 403 before negotiating
@@ -78,8 +78,9 @@ async def set_session_face(request: web.Request) -> web.Response:
     account = await current_account(request)
     session = request.app[SESSIONS].get(request.match_info["session_id"], account.id)
     body = await json_object(request, '{"face_id": "..."}')
-    if not (body.get("face_id") is None or isinstance(body.get("face_id"), str)):
-        raise ApiError(400, "invalid_body", "expected {\"face_id\": \"...\"} (or null)")
+    # a missing face_id is a typo, not "stop swapping": that takes an explicit null
+    if "face_id" not in body or not (body["face_id"] is None or isinstance(body["face_id"], str)):
+        raise ApiError(400, "invalid_body", "expected {\"face_id\": \"...\"} (or null to stop swapping)")
     session.set_face(body.get("face_id"))
     return web.json_response(session.snapshot())
 

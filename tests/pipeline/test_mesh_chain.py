@@ -60,6 +60,7 @@ def test_unknown_face_fails_only_its_frame(chain_and_faces):
     target = face_i420("obama.jpg")
     results = chain.run([ChainItem("a", target, {"face_id": "gone"}), ChainItem("b", target, {"face_id": face_id})])
     assert isinstance(results[0], FaceNotFound)
+    assert str(results[0]) == "no face 'gone'", "the session's last_error reads as written, not re-quoted"
     assert isinstance(results[1], np.ndarray)
 
 

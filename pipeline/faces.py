@@ -1,4 +1,4 @@
-"""The source faces users upload, kept decoded for the chain to use."""
+"""The source faces users upload: what the chain computed of each photo, and who may use it."""
 
 from __future__ import annotations
 
@@ -33,18 +33,18 @@ class FaceLibraryFull(RuntimeError):
 class Face:
     id: str
     owner: str  # the account that uploaded it
-    image: np.ndarray  # (h, w, 3) RGB uint8
+    width: int  # of the (upright) photo; the photo itself is not kept: a 40 MP one is 120 MB
+    height: int
     format: str
     size_bytes: int
     created_at: float
     analysis: object = None  # what the chain computed once from the photo (e.g. the source face's mesh)
 
     def describe(self) -> dict[str, object]:
-        height, width = self.image.shape[:2]
         return {
             "id": self.id,
-            "width": width,
-            "height": height,
+            "width": self.width,
+            "height": self.height,
             "format": self.format,
             "bytes": self.size_bytes,
             "created_at": self.created_at,
@@ -54,14 +54,19 @@ class Face:
 class FaceLibrary:
     """Thread-safe: HTTP handlers add faces while the runner's thread reads them."""
 
-    def __init__(self, max_faces: int = 256) -> None:
+    def __init__(self, max_faces: int = 256, max_per_owner: int = 32) -> None:
         self.max_faces = max_faces
+        self.max_per_owner = max_per_owner  # so one account cannot take every place
         self._faces: dict[str, Face] = {}
         self._lock = threading.Lock()
 
     def add(self, image: np.ndarray, *, owner: str, format: str, size_bytes: int, analysis: object = None) -> Face:
-        face = Face(secrets.token_urlsafe(9), owner, image, format, size_bytes, time.time(), analysis)
+        """Keeps what the chain computed of the photo (`analysis`) and the photo's description."""
+        height, width = image.shape[:2]
+        face = Face(secrets.token_urlsafe(9), owner, width, height, format, size_bytes, time.time(), analysis)
         with self._lock:
+            if sum(kept.owner == owner for kept in self._faces.values()) >= self.max_per_owner:
+                raise FaceLibraryFull(f"this account holds its maximum of {self.max_per_owner} faces; delete one first")
             if len(self._faces) >= self.max_faces:
                 raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")
             self._faces[face.id] = face

@@ -29,7 +29,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     """The chain is built and warmed up in the app's startup, before the socket accepts sessions."""
     app = web.Application(middlewares=[json_errors])
     app[SETTINGS] = settings
-    app[FACES] = FaceLibrary(settings.http.max_faces)
+    app[FACES] = FaceLibrary(settings.http.max_faces, settings.http.max_faces_per_account)
     app.cleanup_ctx.append(_quota_store)
     app.cleanup_ctx.append(_pipeline_and_sessions)
     app.add_routes(health.routes)

@@ -18,6 +18,7 @@ class HttpSettings:
     port: int = 8080
     max_upload_bytes: int = 10 * 1024 * 1024
     max_faces: int = 256
+    max_faces_per_account: int = 32
     static_dir: Path = STATIC_DIR
 
 

@@ -94,6 +94,7 @@
     sessionSwap: null, // the {swap, reference_face_id?} the session was last offered or told
     switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
     sessionFaceId: null, // the face the server last said this session swaps to
+    uploadedFaces: [], // the face photos this page uploaded and has not deleted yet
   };
   window.facefuse = state;
 
@@ -213,9 +214,11 @@
         return;
       }
       state.faceId = body.id;
+      state.uploadedFaces.push(body.id);
       ui.faceState.textContent = `Face ready: ${file.name}.`;
       if (!state.pc) setStatus("Face uploaded. Press Start camera.", "ok");
       switchFace(body.id, file.name); // mid-stream: swap to it now
+      if (!state.pc) forgetUnusedFaces();
     })();
     state.upload = upload;
     return upload;
@@ -334,6 +337,19 @@
     } else {
       const name = pending && pending.faceId === faceId ? pending.name : "the chosen face";
       ui.faceState.textContent = `Face ready: ${name} (swapping now).`;
+    }
+    forgetUnusedFaces();
+  }
+
+  // Each upload takes a place in the server's face library (a few dozen per account): the photos
+  // this page uploaded that neither the chosen face, the session's, nor a pending switch's is are
+  // deleted.
+  function forgetUnusedFaces() {
+    const used = new Set([state.faceId, state.sessionFaceId, state.switchingTo && state.switchingTo.faceId]);
+    const unused = state.uploadedFaces.filter((id) => !used.has(id));
+    state.uploadedFaces = state.uploadedFaces.filter((id) => used.has(id));
+    for (const id of unused) {
+      fetch(`/api/faces/${encodeURIComponent(id)}`, { method: "DELETE", headers: authHeaders() }).catch(() => {});
     }
   }
 

@@ -234,6 +234,9 @@ def test_a_face_chosen_mid_stream_is_swapped_to_at_once(server: ServerProcess, b
     )
     wait_for(lambda: session_face() == second, 5, "the session swaps to the new face")
     wait_for(lambda: "swapping now" in text_of(driver, "face-state"), 5, "the page says the new face is in use")
+    # the replaced photo no longer takes a place in the server's face library
+    wait_for(lambda: http_json("GET", f"{server.base_url}/api/faces/{first}")[0] == 404, 5, "the first face deleted")
+    assert http_json("GET", f"{server.base_url}/api/faces/{second}")[0] == 200
     assert driver.execute_script("return window.facefuse.sessionId;") == session_id, "the same session, not a restart"
 
     driver.execute_script("arguments[0].value = ''; arguments[0].dispatchEvent(new Event('change'));", file_input)

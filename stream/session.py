@@ -244,7 +244,8 @@ class Session:
             self._answer(message)
         except Exception:
             logger.exception("session %s: a command could not be answered", self.id)
-            self.send_event({"type": "error", "code": "internal_error", "message": "the command could not be carried out"})
+            with contextlib.suppress(Exception):  # the answer itself may be what failed
+                self.send_event({"type": "error", "code": "internal_error", "message": "the command could not be carried out"})
 
     def _answer(self, message: str | bytes) -> None:
         if len(message) > MAX_COMMAND_CHARS:

@@ -8,6 +8,7 @@ import av
 import numpy as np
 
 from pipeline.exif_orientation import jpeg_orientation, upright
+from pipeline.image_size import declared_size
 
 # Container format by magic bytes: cheap, and a clear "not an image" before any decoder runs.
 _FORMATS = (
@@ -45,10 +46,13 @@ def sniff_format(data: bytes) -> tuple[str, str]:
 def decode_image(data: bytes, *, max_pixels: int = 40_000_000) -> tuple[np.ndarray, str]:
     """An (h, w, 3) uint8 RGB array and the format name.
 
-    The pixel limit is checked from the header before decoding, so a small file
-    that claims a huge canvas (a decompression bomb) costs nothing.
+    The pixel limit is checked from the header before decoding (ours, image_size.py, then
+    FFmpeg's), so a small file that claims a huge canvas (a decompression bomb) costs nothing.
     """
     container_format, name = sniff_format(data)
+    declared = declared_size(data, name)
+    if declared is not None and declared[0] * declared[1] > max_pixels:
+        raise ImageTooLarge(f"the image is {declared[0]}x{declared[1]}; at most {max_pixels:,} pixels are accepted")
     try:
         with av.open(io.BytesIO(data), format=container_format) as container:
             stream = container.streams.video[0]

@@ -35,8 +35,18 @@ STORE_RETRY_S = 1.0  # a dead store, or a lease the account could not refill, is
 THROTTLED_REFRESH_S = 2.0  # while slow or crawling, the balance is read this often (a top-up shows soon)
 LATE_CLOSE_RETRY_S = 2.0  # a lease that could not be returned at once is tried again this often, for a TTL
 
-# Returns still being retried after their sessions ended (held here so they are not collected).
-_late_closes: set[asyncio.Task[None]] = set()
+# Returns still being retried after their sessions ended: task -> (meter, seq of its close).
+_late_closes: dict[asyncio.Task[None], tuple[SessionMeter, int]] = {}
+
+
+async def return_pending_leases(timeout_s: float = 2.0) -> None:
+    """At shutdown, before the store closes: one last try for each lease still being returned."""
+    pending = dict(_late_closes)
+    for task in pending:
+        task.cancel()
+    tries = [meter._try_close(seq) for meter, seq in pending.values()]
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(*tries, return_exceptions=True), timeout_s)
 
 
 class Level(str, Enum):
@@ -108,7 +118,9 @@ class SessionMeter:
         self._retry_at = 0.0  # after a store failure, no new attempt before this (clock) time
         self._renewed_at = 0.0  # (clock) time of the last lease operation the store confirmed
         self._short = False  # the last grant was less than asked: the account has no more to give now
-        self._unanswered: tuple[int, int, int] | None = None  # (seq, reported, want) of a renewal whose answer was lost
+        self._unanswered: tuple[int, int, int, float] | None = None  # (seq, reported, want, first sent) of a lost answer
+        self._reported = 0  # the spending the store last confirmed
+        self._lease_gone = False  # the store no longer knows the lease: nothing more to ask
         self._renew_wanted = asyncio.Event()
         self._burn: deque[tuple[float, int]] = deque(maxlen=64)
         self._state: MeterState | None = None
@@ -176,6 +188,8 @@ class SessionMeter:
 
     def _renewal_want(self) -> int | None:
         """What to ask the store for now, or None when no renewal is due."""
+        if self._lease_gone:
+            return None
         since = self._clock() - self._renewed_at
         level = self.state.level
         if level is Level.STOPPED:  # no frames come: the loop's one-second wake paces these
@@ -188,12 +202,13 @@ class SessionMeter:
 
     async def _renew(self, want: int) -> None:
         seq = self._seq + 1  # the same seq is retried until it succeeds: idempotent in the store
-        reported = self._spent_total
+        reported, sent_at = self._spent_total, self._clock()
         if self._unanswered is not None and self._unanswered[0] == seq:
             # The store may have applied the lost attempt and answers a repeated seq with that
-            # attempt's grant: this attempt must say what that one said, or the grant is misread.
-            _, reported, want = self._unanswered
-        self._unanswered = (seq, reported, want)
+            # attempt's grant (and its time: the lease's TTL runs from it): this attempt must say
+            # what that one said, or the grant is misread.
+            _, reported, want, sent_at = self._unanswered
+        self._unanswered = (seq, reported, want, sent_at)
         self._sent_seq = max(self._sent_seq, seq)
         try:
             grant = await self._store.renew_lease(
@@ -209,6 +224,7 @@ class SessionMeter:
         except LeaseNotFound:
             # expired in the store (a store outage longer than the TTL): nothing more can be granted to it
             self._unanswered = None
+            self._lease_gone = True
             logger.warning("session %s: lease %s is gone from the store", self.session_id, self.lease_id)
             self._reason = "exhausted"
             self._store_available = 0
@@ -216,7 +232,8 @@ class SessionMeter:
             return
         self._seq = seq
         self._unanswered = None
-        self._renewed_at = self._clock()
+        self._renewed_at = sent_at
+        self._reported = reported
         self._short = grant.granted < want
         self._reason = None
         self._apply(grant, reported)
@@ -237,11 +254,14 @@ class SessionMeter:
                 return
             await asyncio.sleep(0.2 * (attempt + 1))
         # The store settles a lease it stops hearing from as spent up to the last renewal, so what
-        # was spent since would go unpaid: keep trying in the background for a TTL.
+        # was spent since would go unpaid: keep trying in the background for a TTL, if anything was.
+        if self._spent_total == self._reported:
+            logger.warning("session %s: could not return lease %s; the store settles it after its TTL", self.session_id, self.lease_id)
+            return
         logger.warning("session %s: could not return lease %s yet; retrying for %g s", self.session_id, self.lease_id, self._settings.lease_ttl_s)
         task = asyncio.ensure_future(self._close_later(seq))
-        _late_closes.add(task)
-        task.add_done_callback(_late_closes.discard)
+        _late_closes[task] = (self, seq)
+        task.add_done_callback(lambda done: _late_closes.pop(done, None))
 
     async def _try_close(self, seq: int) -> bool:
         """True once the store has the lease's final spending (or no longer knows the lease)."""

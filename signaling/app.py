@@ -14,6 +14,7 @@ from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from quota.accounts import Accounts
 from quota.memory_store import MemoryStore
+from quota.meter import return_pending_leases
 from quota.redis_store import RedisStore
 from quota.store import QuotaStore
 from signaling.app_keys import ACCOUNTS, DEVICE, FACES, RUNNER, SESSIONS, SETTINGS
@@ -54,6 +55,7 @@ async def _quota_store(app: web.Application) -> AsyncIterator[None]:
             await app[ACCOUNTS].ensure_local()
         yield
     finally:
+        await return_pending_leases()  # sessions closed during a store outage: a last try
         await store.aclose()
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from quota.meter import MeterState, SessionMeter
-from stream.errors import SessionForbidden, SessionNotFound, TooManySessions
+from stream.errors import SessionClosedEarly, SessionForbidden, SessionNotFound, TooManySessions
 from stream.offer_check import checked_offer
 from stream.session import Session
 from stream.settings import StreamSettings
@@ -60,6 +60,9 @@ class SessionManager:
             if make_meter is not None:
                 session.meter = make_meter(session.id, session.meter_changed, session.meter_exhausted)
                 await session.meter.open()
+                if session.closing:  # closed while the lease opened: its close ran before the lease existed
+                    await session.meter.close()
+                    raise SessionClosedEarly("the session was closed while its lease was being opened")
             answer = await session.accept(offer_sdp)
         except BaseException:
             await session.close("negotiation failed")

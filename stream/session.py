@@ -143,6 +143,11 @@ class Session:
             self._pc.localDescription.sdp, min_kbps=min_kbps, start_kbps=start_kbps, max_kbps=max_kbps
         )
 
+    @property
+    def closing(self) -> bool:
+        """close() has begun (or ended)."""
+        return self._close_started
+
     def _refuse_if_closed(self) -> None:
         if self._close_started:
             raise SessionClosedEarly(f"the session was closed ({self.close_reason}) while its offer was being answered")

@@ -136,3 +136,47 @@ async def test_top_up_during_the_grace_period_resumes(store_url):
                 assert session.pc.connectionState == "connected", "the top-up cancelled the close"
                 assert [s["session_id"] for s in (await kim.request("GET", "/api/sessions"))["sessions"]] == [session.session_id]
                 await session.close()
+
+
+class GatedStore:
+    """The server's store with open_lease held at a gate (our own interface only)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.gate = asyncio.Event()
+        self.waiting = asyncio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    async def open_lease(self, *args, **kwargs):
+        self.waiting.set()
+        await self.gate.wait()
+        return await self.store.open_lease(*args, **kwargs)
+
+
+async def test_a_session_closed_while_its_lease_opens_leaves_no_lease_behind():
+    """A DELETE that lands during the lease's round trip: the session's close ran before the lease
+    existed, so the lease must be returned when it arrives, or it holds tokens and the session
+    slot (one on the free tier) until its TTL."""
+    from signaling.app_keys import ACCOUNTS, SESSIONS
+    from signaling.client import ServerError
+
+    async with running_server(metered_settings(None)) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "lia", balance=100, tier="free")
+        gated = GatedStore(app[ACCOUNTS].store)
+        app[ACCOUNTS].store = gated
+        async with FacefuseClient(url, api_key=key) as lia:
+            connecting = asyncio.ensure_future(lia.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240)))
+            await asyncio.wait_for(gated.waiting.wait(), 5)
+            [session] = app[SESSIONS].all()
+            await lia.request("DELETE", f"/api/sessions/{session.id}")
+            gated.gate.set()
+            with pytest.raises(ServerError) as refused:
+                await connecting
+            assert refused.value.status == 409 and refused.value.code == "session_closed"
+            account = await lia.request("GET", "/api/account")
+            assert account["active_sessions"] == 0 and account["balance"] == 100
+            again = await lia.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))  # the one slot is free
+            await again.close()

@@ -348,3 +348,77 @@ async def test_a_lease_returned_during_an_outage_is_returned_when_the_store_is_b
             break
         await asyncio.sleep(0.05)
     assert await balance_of(flaky.store) == pytest.approx(97, abs=1e-4), "charged what was spent, the rest returned"
+
+
+async def test_a_replayed_renewal_keeps_the_lease_alive_from_when_the_store_applied_it():
+    """The store answers a repeated seq without renewing the lease again: the keep-alive must count
+    from the first attempt, or a slow session's lease expires under it."""
+    clock = Clock()
+    lossy = LostAnswerStore(MemoryStore(clock=clock))
+    settings = QuotaSettings(lease_s=5, lease_ttl_s=60, slow_below_s=60, crawl_below_s=15, grace_s=10)
+    meter, _, _, exhausted = await make_meter(1000, store=lossy, clock=clock, settings=settings)
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    await run_for(meter, clock, 20, fps=1)  # the first keep-alive (at 20 s) is applied, its answer lost
+    assert lossy.lost
+    real = lossy.store
+    lossy.store = FlakyStore(real)
+    lossy.store.up = False  # and the store goes away for 41 s: the replay comes at 61 s
+    await run_for(meter, clock, 41, fps=1)
+    lossy.store.up = True
+    await run_for(meter, clock, 60, fps=1)
+    assert meter.state.level is Level.FULL and exhausted == [], meter.state
+    await meter.close()
+    await runner
+    assert await balance_of(real) == pytest.approx(1000 - 121 / 30, abs=1e-3)
+
+
+async def test_a_lease_gone_from_the_store_is_not_asked_for_again():
+    clock = Clock()
+    store = MemoryStore(clock=clock)
+    meter, _, _, _ = await make_meter(0, tier="vip", store=store, clock=clock)
+    calls = []
+    renew = store.renew_lease
+
+    async def counting(*args, **kwargs):
+        calls.append(clock.now)
+        return await renew(*args, **kwargs)
+
+    store.renew_lease = counting
+    await meter.open()
+    runner = asyncio.ensure_future(meter.run())
+    await store.close_lease("acct", meter.lease_id, 99, 0, SETTINGS.tier("vip"), hour_s=3600)  # gone under it
+    await run_for(meter, clock, 10, fps=30)
+    assert 1 <= len(calls) <= 2, f"{len(calls)} renewals of a lease the store no longer has"
+    await meter.close()
+    await runner
+
+
+async def test_a_lease_with_nothing_unreported_is_not_retried_after_close(monkeypatch):
+    import quota.meter
+
+    monkeypatch.setattr(quota.meter, "LATE_CLOSE_RETRY_S", 0.05)
+    flaky = FlakyStore(MemoryStore())
+    meter, _, _, _ = await make_meter(100, store=flaky)
+    await meter.open()
+    flaky.up = False
+    await meter.close()  # spent nothing: the store's settling at the TTL gives the same
+    assert quota.meter._late_closes == {}
+
+
+async def test_leases_still_being_returned_get_a_last_try_at_shutdown(monkeypatch):
+    import quota.meter
+
+    monkeypatch.setattr(quota.meter, "LATE_CLOSE_RETRY_S", 60)  # no retry of its own in this test
+    flaky = FlakyStore(MemoryStore())
+    meter, _, _, _ = await make_meter(100, store=flaky)
+    await meter.open()
+    spend(meter, 60)
+    flaky.up = False
+    await meter.close()
+    assert len(quota.meter._late_closes) == 1
+    flaky.up = True
+    await quota.meter.return_pending_leases()
+    await asyncio.sleep(0)
+    assert quota.meter._late_closes == {}
+    assert await balance_of(flaky.store) == pytest.approx(98, abs=1e-4)

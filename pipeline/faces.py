@@ -65,10 +65,10 @@ class FaceLibrary:
         height, width = image.shape[:2]
         face = Face(secrets.token_urlsafe(9), owner, width, height, format, size_bytes, time.time(), analysis)
         with self._lock:
-            if sum(kept.owner == owner for kept in self._faces.values()) >= self.max_per_owner:
-                raise FaceLibraryFull(f"this account holds its maximum of {self.max_per_owner} faces; delete one first")
             if len(self._faces) >= self.max_faces:
                 raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")
+            if sum(kept.owner == owner for kept in self._faces.values()) >= self.max_per_owner:
+                raise FaceLibraryFull(f"this account holds its maximum of {self.max_per_owner} faces; delete one first")
             self._faces[face.id] = face
         return face
 

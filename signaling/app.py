@@ -30,7 +30,9 @@ def create_app(settings: ServerSettings) -> web.Application:
     """The chain is built and warmed up in the app's startup, before the socket accepts sessions."""
     app = web.Application(middlewares=[json_errors])
     app[SETTINGS] = settings
-    app[FACES] = FaceLibrary(settings.http.max_faces, settings.http.max_faces_per_account)
+    # local mode has one account for everyone on this machine: the library's whole size is its own
+    per_account = settings.http.max_faces if settings.local_mode else settings.http.max_faces_per_account
+    app[FACES] = FaceLibrary(settings.http.max_faces, per_account)
     app.cleanup_ctx.append(_quota_store)
     app.cleanup_ctx.append(_pipeline_and_sessions)
     app.add_routes(health.routes)

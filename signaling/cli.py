@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--max-wait-ms", type=float, default=4.0, help="how long a batch waits for more frames")
     _add(serve, "--cpu-threads", type=int, default=None, help="torch threads on the CPU (default: all cores but one)")
     _add(serve, "--max-decoded-pixels", type=int, default=4096 * 2304, help="a peer whose video declares larger frames is refused before decoding")
+    _add(serve, "--max-faces", type=int, default=256, help="uploaded faces the server keeps, all accounts together")
+    _add(serve, "--max-faces-per-account", type=int, default=32, help="uploaded faces one account may keep (local mode: --max-faces)")
     _add(serve, "--max-frame-pixels", type=int, default=1920 * 1080, help="larger frames are scaled down to this many pixels before the chain (0: no limit)")
     _add(serve, "--max-in-flight", type=int, default=1, help="frames of one session in flight at once")
     _add(serve, "--max-sessions", type=int, default=32, help="concurrent sessions at most")
@@ -89,7 +91,10 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         raise ValueError(f"--device must be auto, cpu or cuda, not {args.device!r}")
     allowed = _many(args, "--ice-allow-remote")
     return ServerSettings(
-        http=HttpSettings(host=args.host, port=args.port, static_dir=args.static_dir),
+        http=HttpSettings(
+            host=args.host, port=args.port, static_dir=args.static_dir,
+            max_faces=args.max_faces, max_faces_per_account=args.max_faces_per_account,
+        ),
         stream=StreamSettings(
             ice=IceSettings(
                 hosts=_many(args, "--ice-host"),

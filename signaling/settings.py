@@ -21,6 +21,10 @@ class HttpSettings:
     max_faces_per_account: int = 32
     static_dir: Path = STATIC_DIR
 
+    def __post_init__(self) -> None:
+        if self.max_faces < 1 or self.max_faces_per_account < 1:
+            raise ValueError("--max-faces and --max-faces-per-account must be at least 1")
+
 
 @dataclass(frozen=True)
 class ServerSettings:

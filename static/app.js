@@ -94,7 +94,7 @@
     sessionSwap: null, // the {swap, reference_face_id?} the session was last offered or told
     switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
     sessionFaceId: null, // the face the server last said this session swaps to
-    uploadedFaces: [], // the face photos this page uploaded and has not deleted yet
+    uploadedPhotos: [], // the face and reference photos this page uploaded and has not deleted yet
   };
   window.facefuse = state;
 
@@ -207,18 +207,21 @@
     if (!state.pc) setStatus(`Uploading ${file.name}…`, "busy");
     const upload = (async () => {
       const body = await postPhoto(file, "face photo");
-      if (seq !== state.uploadSeq) return; // a newer choice replaced this one
+      if (body.id) state.uploadedPhotos.push(body.id);
+      if (seq !== state.uploadSeq) { // a newer choice replaced this one
+        forgetUnusedPhotos();
+        return;
+      }
       if (body.error) {
         ui.faceState.textContent = `${file.name} was not accepted.`;
         showError(...body.error);
         return;
       }
       state.faceId = body.id;
-      state.uploadedFaces.push(body.id);
       ui.faceState.textContent = `Face ready: ${file.name}.`;
       if (!state.pc) setStatus("Face uploaded. Press Start camera.", "ok");
       switchFace(body.id, file.name); // mid-stream: swap to it now
-      if (!state.pc) forgetUnusedFaces();
+      forgetUnusedPhotos();
     })();
     state.upload = upload;
     return upload;
@@ -270,6 +273,7 @@
     state.swapPending = null;
     state.sessionSwap = { swap: message.swap, reference_face_id: message.reference_face_id };
     ui.swapModeHint.textContent = `Now swapping ${SWAP_MODE_NAMES[message.swap] || message.swap}.`;
+    forgetUnusedPhotos();
   }
 
   function uploadReference(file) {
@@ -286,7 +290,11 @@
     ui.referenceState.textContent = `Uploading ${file.name}…`;
     const upload = (async () => {
       const body = await postPhoto(file, "reference photo");
-      if (seq !== state.referenceSeq) return;
+      if (body.id) state.uploadedPhotos.push(body.id);
+      if (seq !== state.referenceSeq) {
+        forgetUnusedPhotos();
+        return;
+      }
       if (body.error) {
         ui.referenceState.textContent = `${file.name} was not accepted.`;
         showError(...body.error);
@@ -295,6 +303,7 @@
       state.referenceId = body.id;
       ui.referenceState.textContent = `Reference ready: ${file.name}.`;
       if (ui.swapMode.value === "reference") sendSwapOptions(); // mid-stream: at once
+      forgetUnusedPhotos();
     })();
     state.referenceUpload = upload;
     return upload;
@@ -338,16 +347,20 @@
       const name = pending && pending.faceId === faceId ? pending.name : "the chosen face";
       ui.faceState.textContent = `Face ready: ${name} (swapping now).`;
     }
-    forgetUnusedFaces();
+    forgetUnusedPhotos();
   }
 
   // Each upload takes a place in the server's face library (a few dozen per account): the photos
-  // this page uploaded that neither the chosen face, the session's, nor a pending switch's is are
+  // this page uploaded that no choice on the page, the session, or a pending change uses are
   // deleted.
-  function forgetUnusedFaces() {
-    const used = new Set([state.faceId, state.sessionFaceId, state.switchingTo && state.switchingTo.faceId]);
-    const unused = state.uploadedFaces.filter((id) => !used.has(id));
-    state.uploadedFaces = state.uploadedFaces.filter((id) => used.has(id));
+  function forgetUnusedPhotos() {
+    const used = new Set([
+      state.faceId, state.sessionFaceId, state.switchingTo && state.switchingTo.faceId,
+      state.referenceId, state.sessionSwap && state.sessionSwap.reference_face_id,
+      state.swapPending && state.swapPending.reference_face_id,
+    ]);
+    const unused = state.uploadedPhotos.filter((id) => !used.has(id));
+    state.uploadedPhotos = state.uploadedPhotos.filter((id) => used.has(id));
     for (const id of unused) {
       fetch(`/api/faces/${encodeURIComponent(id)}`, { method: "DELETE", headers: authHeaders() }).catch(() => {});
     }

@@ -248,3 +248,27 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                 assert (await snapshot())["options"] == swap
             finally:
                 await session.close()
+
+
+@pytest.mark.parametrize("admin_key, accepted", [(None, 3), ("admin-key", 2)])
+async def test_an_accounts_share_of_the_face_library(admin_key, accepted):
+    """Metered, one account keeps at most max_faces_per_account; in local mode the one account
+    everyone shares has the whole library."""
+    import dataclasses
+
+    from signaling.settings import HttpSettings
+
+    settings = loopback_settings(quota={"admin_key": admin_key})
+    settings = dataclasses.replace(settings, http=HttpSettings(max_faces=3, max_faces_per_account=2))
+    async with running_server(settings) as (url, app):
+        key = None
+        if admin_key:
+            async with FacefuseClient(url, api_key=admin_key) as admin:
+                created = await admin.request("POST", "/api/admin/accounts", json={"id": "ann", "tier": "paid", "balance": 1})
+                key = created["api_key"]
+        async with FacefuseClient(url, api_key=key) as client:
+            photo = face_path("obama.jpg").read_bytes()
+            for _ in range(accepted):
+                await client.upload_face(photo)
+            full = await expect_error(client.upload_face(photo), 507, "face_library_full")
+            assert ("this account" in full.message) == bool(admin_key), full.message

@@ -282,4 +282,15 @@ def test_which_faces_to_swap_is_chosen_on_the_page(server: ServerProcess, browse
     Select(driver.find_element("id", "swap-mode")).select_by_value("reference")  # its photo is still there
     wait_for(lambda: options_now() == {"swap": "reference", "reference_face_id": reference}, 5, "reference")
     assert driver.execute_script("return window.facefuse.sessionId;") == session_id and alert_text(driver).strip() == ""
+
+    # another reference photo: the session takes it, and the replaced one leaves the face library
+    driver.find_element("id", "reference-file").send_keys(str(face_path("biden.jpg")))
+    second = wait_for(
+        lambda: (lambda r: r if r and r != reference else None)(driver.execute_script("return window.facefuse.referenceId;")),
+        10,
+        "second reference upload",
+    )
+    wait_for(lambda: options_now() == {"swap": "reference", "reference_face_id": second}, 5, "the new reference")
+    wait_for(lambda: http_json("GET", f"{server.base_url}/api/faces/{reference}")[0] == 404, 5, "the replaced photo deleted")
+    assert http_json("GET", f"{server.base_url}/api/faces/{second}")[0] == 200
     stop_and_see_the_session_end(driver, server)

@@ -50,6 +50,12 @@ def test_frames_are_limited_to_1080p_worth_of_pixels_by_default():
     assert settings_from_args(build_parser().parse_args(["serve"])).stream.max_decoded_pixels == 4096 * 2304
 
 
+def test_face_library_limits():
+    assert settings_from_args(build_parser().parse_args(["serve"])).http.max_faces_per_account == 32
+    settings = settings_from_args(build_parser().parse_args(["serve", "--max-faces", "500", "--max-faces-per-account", "50"]))
+    assert (settings.http.max_faces, settings.http.max_faces_per_account) == (500, 50)
+
+
 def test_no_stun_server_by_default():
     settings = settings_from_args(build_parser().parse_args(["serve"]))
     assert settings.stream.ice.servers == ()
@@ -57,7 +63,7 @@ def test_no_stun_server_by_default():
 
 @pytest.mark.parametrize(
     "argv", [["serve", "--device", "tpu"], ["serve", "--max-batch", "0"], ["serve", "--port", "x"], ["serve", "--hands", "maybe"],
-     ["serve", "--max-frame-pixels", "100"], ["serve", "--max-decoded-pixels", "100"]]
+     ["serve", "--max-frame-pixels", "100"], ["serve", "--max-decoded-pixels", "100"], ["serve", "--max-faces-per-account", "0"]]
 )
 def test_bad_values_are_refused_before_starting(argv, capsys):
     with pytest.raises(SystemExit) as caught:

@@ -1,6 +1,7 @@
 """The HTTP API's answers, statuses and error bodies, against the real app."""
 
 import asyncio
+import io
 import json
 
 import aiohttp
@@ -58,6 +59,15 @@ async def test_multipart_upload(api):
     empty = aiohttp.FormData()
     empty.add_field("other", b"x", filename="x.bin")
     await expect_error(api.request("POST", "/api/faces", data=empty), 400, "missing_image")
+    # fields before the image are read and count against the size limit
+    after_a_field = aiohttp.FormData()
+    after_a_field.add_field("note", b"n" * 1000, filename="note.txt")
+    after_a_field.add_field("image", face_path("biden.jpg").read_bytes(), filename="biden.jpg", content_type="image/jpeg")
+    assert (await api.request("POST", "/api/faces", data=after_a_field))["format"] == "jpeg"
+    after_a_huge_field = aiohttp.FormData()
+    after_a_huge_field.add_field("note", io.BytesIO(bytes(11 * 1024 * 1024)), filename="note.bin")
+    after_a_huge_field.add_field("image", face_path("biden.jpg").read_bytes(), filename="biden.jpg", content_type="image/jpeg")
+    await expect_error(api.request("POST", "/api/faces", data=after_a_huge_field), 413)
     # a multipart body aiohttp cannot read (once 500s): no boundary; headers cut off
     cut_off = b"--x\r\nContent-Disposition: form-da"
     for content_type, data in (("multipart/form-data", b"junk"), ("multipart/form-data; boundary=x", cut_off)):

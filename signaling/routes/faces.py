@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from pipeline.images import decode_image
 from pipeline.faces import NoFaceFound
@@ -52,13 +52,18 @@ async def _read_upload(request: web.Request, limit: int) -> bytes:
 
 async def _read_multipart_image(request: web.Request, limit: int, too_large: ApiError) -> bytes:
     reader = await request.multipart()
-    while (part := await _arriving(reader.next())) is not None:
-        if getattr(part, "name", None) == "image":
-            data = bytearray()
-            while chunk := await _arriving(part.read_chunk()):  # type: ignore[union-attr]
+    total = 0  # every part counts against the limit, and each is read chunk by chunk: a slow
+    while (part := await _arriving(reader.next())) is not None:  # field before 'image' is no stall
+        if not isinstance(part, BodyPartReader):
+            raise ApiError(400, "invalid_multipart", "a multipart body inside the multipart body is not read")
+        data = bytearray()
+        while chunk := await _arriving(part.read_chunk()):
+            total += len(chunk)
+            if total > limit:
+                raise too_large
+            if getattr(part, "name", None) == "image":
                 data += chunk
-                if len(data) > limit:
-                    raise too_large
+        if getattr(part, "name", None) == "image":
             return bytes(data)
     raise ApiError(400, "missing_image", "the multipart body has no field named 'image'")
 

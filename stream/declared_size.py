@@ -9,6 +9,8 @@ refuses a frame over the limit before the decoder sees it.
 from __future__ import annotations
 
 import re
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +25,12 @@ MAX_SPS_BYTES = 4096
 MAX_ORDER_CYCLE = 255
 # Sets in one frame at most (an encoder sends one per keyframe): each costs a parse on the event loop.
 MAX_SETS_PER_FRAME = 8
+# An encoder repeats the same set at every keyframe and makes a new one when its resolution
+# changes; a limit remembers the sets it has read, and reads at most this many new ones a second
+# (burst: the second number). A hostile 4 KB set took the bit reader 7 ms: sent at every frame,
+# one peer's sets had cost the event loop a core (2026-12-01).
+NEW_SETS_PER_S, NEW_SETS_BURST = 4.0, 16
+KNOWN_SETS = 16
 
 
 class UnreadableSize(ValueError):
@@ -30,24 +38,36 @@ class UnreadableSize(ValueError):
     size into it."""
 
 
-def declared_size(codec: str, data: bytes) -> tuple[int, int] | None:
+def declared_size(
+    codec: str, data: bytes, size_of_set: Callable[[bytes], tuple[int, int]] | None = None
+) -> tuple[int, int] | None:
     """(width, height) declared by an encoded frame of `codec` ("VP8" or "H264", as aiortc names
     them): a VP8 keyframe's, or the largest H.264 coded size (whole macroblocks) of the sequence
     parameter sets in an Annex-B access unit (the decoder keeps the last one of each id, and one
     set may come for a later frame: every set counts). None when the frame declares none (a delta
     frame) or the codec is another; UnreadableSize for a parameter set that cannot be read. A VP8
-    header that cannot be read gives None: libvpx refuses that frame itself."""
+    header that cannot be read gives None: libvpx refuses that frame itself. `size_of_set` reads one
+    set's NAL unit (default: parsed each time)."""
     name = codec.upper()
     if name == "VP8":
         return _vp8_keyframe_size(data)
     if name == "H264":
-        sizes = []
-        for found in _SPS_START.finditer(data):
-            if len(sizes) == MAX_SETS_PER_FRAME:
-                raise UnreadableSize(f"the video sends more than {MAX_SETS_PER_FRAME} H.264 sequence parameter sets in one frame")
-            sizes.append(_sps_size(data[found.end() - 1 : found.end() - 1 + MAX_SPS_BYTES]))
+        sizes = [(size_of_set or _sps_size)(unit) for unit in _sps_units(data)]
         return max(sizes, key=lambda size: size[0] * size[1], default=None)
     return None
+
+
+def _sps_units(data: bytes) -> list[bytes]:
+    """The sequence parameter set NAL units of an Annex-B access unit, each up to the next start
+    code (at most MAX_SPS_BYTES)."""
+    units = []
+    for found in _SPS_START.finditer(data):
+        if len(units) == MAX_SETS_PER_FRAME:
+            raise UnreadableSize(f"the video sends more than {MAX_SETS_PER_FRAME} H.264 sequence parameter sets in one frame")
+        start = found.end() - 1
+        end = data.find(b"\x00\x00\x01", start, start + MAX_SPS_BYTES)
+        units.append(data[start : end if end >= 0 else start + MAX_SPS_BYTES])
+    return units
 
 
 def _vp8_keyframe_size(data: bytes) -> tuple[int, int] | None:
@@ -144,17 +164,22 @@ class DecodeSizeLimit:
     cannot be decoded without that keyframe); calls `on_refused(why)` once, on the thread that
     feeds the queue, with why "the video is WxH" or what could not be read."""
 
-    def __init__(self, max_pixels: int, on_refused: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, max_pixels: int, on_refused: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_pixels = max_pixels
         self.on_refused = on_refused
         self.refused: str | None = None
+        self._clock = clock
+        self._known_sets: OrderedDict[bytes, tuple[int, int]] = OrderedDict()
+        self._new_set_tokens, self._tokens_at = float(NEW_SETS_BURST), clock()
 
     def __call__(self, item: Any) -> bool:
         if self.refused is not None:
             return False
         codec, frame = item
         try:
-            size = declared_size(codec.name, frame.data)
+            size = declared_size(codec.name, frame.data, self._size_of_set)
         except UnreadableSize as exc:
             why = str(exc)
         else:
@@ -165,3 +190,20 @@ class DecodeSizeLimit:
         if self.on_refused is not None:
             self.on_refused(why)
         return False
+
+    def _size_of_set(self, unit: bytes) -> tuple[int, int]:
+        known = self._known_sets.get(unit)
+        if known is not None:
+            self._known_sets.move_to_end(unit)
+            return known
+        now = self._clock()
+        self._new_set_tokens = min(float(NEW_SETS_BURST), self._new_set_tokens + (now - self._tokens_at) * NEW_SETS_PER_S)
+        self._tokens_at = now
+        if self._new_set_tokens < 1:
+            raise UnreadableSize(f"the video brings new H.264 sequence parameter sets more than {NEW_SETS_PER_S:g} times a second")
+        self._new_set_tokens -= 1
+        size = _sps_size(unit)
+        self._known_sets[unit] = size
+        if len(self._known_sets) > KNOWN_SETS:
+            self._known_sets.popitem(last=False)
+        return size

@@ -229,3 +229,48 @@ def test_the_decoder_queue_drops_what_admit_refuses_and_still_joins():
     frames.join()  # returns: the refused item was never counted
     with pytest.raises(queue.Empty):
         frames.get_nowait()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_set_the_stream_repeats_is_read_once(monkeypatch):
+    """An encoder sends the same set at every keyframe (with other units after it): read once."""
+    import stream.declared_size as module
+
+    reads = []
+    real = module._sps_size
+    monkeypatch.setattr(module, "_sps_size", lambda unit: reads.append(unit) or real(unit))
+    limit = DecodeSizeLimit(4096 * 2304, clock=Clock())
+    frames = encoded(H264, 320, 240, frames=1) * 50 + [x264_keyframe(320, 240, "main") for _ in range(3)]
+    for frame in frames:
+        assert limit((H264, JitterFrame(frame, 0)))
+    assert len(reads) == 2, "one read for aiortc's set, one for x264's"
+
+
+def test_a_stream_that_brings_new_sets_at_every_frame_is_refused():
+    """Each new set costs a parse on the event loop (7 ms for a hostile one): past a burst, more than
+    a few a second end the session."""
+    clock, refused = Clock(), []
+    limit = DecodeSizeLimit(4096 * 2304, refused.append, clock=clock)
+    admitted = 0
+    for index in range(90):  # three seconds at 30 fps, a set never seen before in each frame
+        clock.now += 1 / 30
+        admitted += limit((H264, JitterFrame(sps(20 + index, 15), 0)))
+    assert 16 <= admitted <= 24 and len(refused) == 1 and "new H.264 sequence parameter sets" in refused[0], (admitted, refused)
+
+
+def test_sizes_changing_back_and_forth_are_not_new_sets():
+    """A browser adapting its resolution goes between a few sizes: each size's set is read once."""
+    clock, refused = Clock(), []
+    limit = DecodeSizeLimit(4096 * 2304, refused.append, clock=clock)
+    sizes = [sps(40, 30), sps(20, 15), sps(80, 45), sps(30, 23)]
+    for index in range(300):  # ten seconds at 30 fps, the size changing at every frame
+        clock.now += 1 / 30
+        assert limit((H264, JitterFrame(sizes[index % 4], 0)))
+    assert refused == []

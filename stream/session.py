@@ -30,6 +30,7 @@ from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configurat
 from stream.peer_close import PEER_CLOSE_TIMEOUT_S, close_peer
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
+from stream.retransmit_limit import limit_retransmissions
 from stream.sdp import add_bitrate_hints
 from stream.settings import StreamSettings
 from stream.stats import SessionStats
@@ -124,6 +125,7 @@ class Session:
         for transceiver in self._pc.getTransceivers():
             if transceiver.kind == "video":
                 tune_sender(transceiver)
+                limit_retransmissions(transceiver.sender)
                 if transceiver._codecs:  # the negotiated codec, first in aiortc's list
                     self.stats.codec = transceiver._codecs[0].name
 

@@ -103,6 +103,8 @@
   function setStatus(text, kind = "info") {
     ui.status.textContent = text;
     ui.status.dataset.kind = kind;
+    // an error's summary is also in the alert below, which screen readers announce: not twice
+    ui.status.setAttribute("aria-live", kind === "error" ? "off" : "polite");
   }
 
   function showError(summary, detail) {
@@ -110,8 +112,13 @@
     ui.error.textContent = detail ? `${summary} ${detail}` : summary;
   }
 
+  // Clears the alert; a status line still showing an error goes back to what is going on now.
   function clearError() {
     ui.error.textContent = "";
+    if (ui.status.dataset.kind !== "error") return;
+    if (!state.pc) setStatus("Ready.", "info");
+    else if (state.pc.connectionState === "connected") setStatus("Connected: streaming.", "ok");
+    else setStatus("Connecting…", "busy");
   }
 
   // Reads the server's {"error": {"code", "message"}} body; falls back to the raw text.
@@ -200,6 +207,7 @@
     if (!file) {
       ui.faceState.textContent = "No face chosen: the video is processed without one.";
       state.upload = null;
+      if (!state.pc) setStatus("Ready.", "info");
       switchFace(null, null); // mid-stream: stop swapping now
       return null;
     }
@@ -417,7 +425,8 @@
       case "failed":
         showError(
           "The connection to the server failed.",
-          "No media path could be set up (ICE or DTLS failed). Check the network, then press Start again.",
+          "The server stopped answering, or no media path could be set up (ICE or DTLS failed). " +
+            "Check the network, then press Start again.",
         );
         stop({ keepMessages: true });
         break;
@@ -445,6 +454,8 @@
       faceSwitched(message.face_id || null);
     } else if (message.type === "swap") {
       swapChanged(message);
+    } else if (message.type === "closed") {
+      sessionEndedByServer(message);
     } else if (message.type === "error") {
       if (message.command === "set_face" && state.switchingTo) {
         ui.faceState.textContent = `${state.switchingTo.name || "The face"} could not be used; the previous face stays.`;
@@ -460,8 +471,28 @@
     // Other types belong to later features: ignored here.
   }
 
+  const CLOSED_TEXT = {
+    tokens_exhausted: ["The session ended: you are out of tokens.", "Add tokens to the account, then press Start again."],
+    quota_store_unavailable: ["The session ended: token accounting was unavailable.", "Press Start again in a moment."],
+    idle: ["The session ended: the server received no video.", "Check the camera, then press Start again."],
+    server_shutdown: ["The session ended: the server is shutting down.", "Press Start again once it is back."],
+    video_too_large: ["The session ended: the video is larger than this server decodes.", ""],
+    closed_by_request: ["The session was ended from elsewhere (another page, or the API).", "Press Start to begin again."],
+  };
+
+  // The server closed the session and said why: told at once, and the page is ready to start again.
+  // (After this page's own Stop there is no session left to tell.)
+  function sessionEndedByServer(message) {
+    if (!state.pc) return;
+    const [summary, detail] = CLOSED_TEXT[message.code] || [`The session ended: ${message.reason || "closed by the server"}.`, ""];
+    const toldAlready = message.code === "video_too_large" && ui.error.textContent; // its error event said more
+    if (!toldAlready) showError(summary, detail);
+    stop({ keepMessages: true, sessionGone: true });
+  }
+
   async function start() {
     if (state.pc) return;
+    const hadFocus = document.activeElement === ui.start;
     clearError();
     ui.start.disabled = true;
     try {
@@ -511,6 +542,8 @@
       const pc = new RTCPeerConnection();
       state.pc = pc;
       ui.stop.disabled = false;
+      if (hadFocus) ui.stop.focus(); // the pressed button is disabled now: keyboard focus moves on
+      clearStats();
 
       const channel = pc.createDataChannel("events");
       state.channel = channel;
@@ -567,6 +600,7 @@
         const err = await readServerError(response);
         if (state.pc !== pc) return;
         showError(`The connection failed: the server refused the offer ${describeServerError(err)}`);
+        if (err.code === "face_not_found") forgetMissingPhoto(err.message || "");
         stop({ keepMessages: true });
         return;
       }
@@ -586,12 +620,28 @@
     }
   }
 
+  // The server no longer has a photo this page uploaded (it restarted, or the photo was deleted):
+  // the choice is cleared so that choosing the file again uploads it again.
+  function forgetMissingPhoto(serverMessage) {
+    if (state.faceId && serverMessage.includes(state.faceId)) {
+      state.faceId = null;
+      ui.faceFile.value = "";
+      ui.faceState.textContent = "The face photo is no longer on the server: choose it again.";
+    } else if (state.referenceId && serverMessage.includes(state.referenceId)) {
+      state.referenceId = null;
+      ui.referenceFile.value = "";
+      ui.referenceState.textContent = "The reference photo is no longer on the server: choose it again.";
+    }
+  }
+
   function playQuietly(video) {
     const played = video.play();
     if (played && played.catch) played.catch(() => {});
   }
 
-  async function deleteSession(sessionId, { keepalive = false } = {}) {
+  // Ends the server's session; `quiet` when the page already shows why it stopped (that message
+  // stays: a server that is gone cannot be reached to end it either).
+  async function deleteSession(sessionId, { keepalive = false, quiet = false } = {}) {
     if (!sessionId) return true;
     try {
       const response = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}`, {
@@ -601,20 +651,23 @@
       });
       if (!response.ok && response.status !== 404) {
         const err = await readServerError(response);
-        showError(`The server did not end the session ${describeServerError(err)}`);
+        if (!quiet) showError(`The server did not end the session ${describeServerError(err)}`);
         return false;
       }
     } catch (err) {
-      showError("The server could not be reached to end the session.", String(err.message || err));
+      if (!quiet) showError("The server could not be reached to end the session.", String(err.message || err));
       return false;
     }
     return true;
   }
 
-  // Closes the peer connection and the camera, and ends the server's session.
-  async function stop({ keepMessages = false } = {}) {
+  // Closes the peer connection and the camera, and ends the server's session (asked first, so the
+  // server hears the DELETE before it notices the peer going).
+  async function stop({ keepMessages = false, sessionGone = false } = {}) {
     const sessionId = state.sessionId;
     const hadSession = Boolean(state.pc);
+    const hadFocus = document.activeElement === ui.stop;
+    const ending = sessionGone ? Promise.resolve(true) : deleteSession(sessionId, { quiet: keepMessages });
     stopClientStats();
     if (state.channel) state.channel.close();
     if (state.pc) state.pc.close();
@@ -633,11 +686,16 @@
     ui.remoteVideo.srcObject = null;
     ui.stop.disabled = true;
     ui.start.disabled = false;
+    if (hadFocus) ui.start.focus();
+    clearStats();
+    if (state.faceId && ui.faceState.textContent.endsWith("(swapping now).")) {
+      ui.faceState.textContent = ui.faceState.textContent.replace(" (swapping now).", ".");
+    }
     if (!keepMessages) {
       clearError();
       if (hadSession) setStatus("Stopping…", "busy");
     }
-    const ended = await deleteSession(sessionId);
+    const ended = await ending;
     if (!keepMessages && ended && hadSession) setStatus("Stopped.", "info");
   }
 
@@ -673,9 +731,30 @@
     ui.level.dataset.level = meter.level || "";
     ui.balance.textContent = meter.tier === "vip" ? "unmetered" : `${formatNumber(meter.balance, 2)} tokens`;
     ui.burn.textContent = `${formatNumber(meter.burn_rate, 3)} tokens/s`;
-    ui.timeLeft.textContent =
-      typeof meter.seconds_left === "number" ? `${formatNumber(meter.seconds_left, 0)} s` : dash;
+    ui.timeLeft.textContent = meter.tier === "vip" ? dash : formatSeconds(timeLeft(meter));
     ui.tier.textContent = meter.tier || dash;
+  }
+
+  // Seconds of video the balance buys at the rate the session spends now (throttled, a token
+  // lasts longer than the server's full-rate seconds_left says); the full-rate figure until
+  // the session has a rate.
+  function timeLeft(meter) {
+    if (meter.level !== "stopped" && typeof meter.balance === "number" && meter.burn_rate > 0) {
+      return meter.balance / meter.burn_rate;
+    }
+    return meter.seconds_left;
+  }
+
+  const formatSeconds = (value) => (typeof value === "number" && Number.isFinite(value) ? `${value.toFixed(0)} s` : dash);
+
+  // Every live number back to a dash: a new session (or none) does not show the last one's.
+  function clearStats() {
+    for (const element of [ui.fpsIn, ui.fpsOut, ui.latencyP50, ui.latencyP99, ui.dropped, ui.failed, ui.codec,
+      ui.resolution, ui.level, ui.balance, ui.burn, ui.timeLeft, ui.tier, ui.framesDecoded, ui.recvFps,
+      ui.recvResolution]) {
+      element.textContent = dash;
+    }
+    ui.level.dataset.level = "";
   }
 
   // Renders every update; tells the person only when the level changes.
@@ -685,15 +764,18 @@
     if (meter.level !== state.meterLevel) {
       state.meterLevel = meter.level;
       announceMeterLevel(meter);
+    } else if (meter.level === "stopped" && typeof meter.grace_s === "number") {
+      setStatus(`${stoppedWhy(meter)} The session ends in ${meter.grace_s.toFixed(0)} s unless tokens are added.`, "error");
     }
+  }
+
+  function stoppedWhy(meter) {
+    return meter.reason === "quota_store_unavailable" ? "Token accounting is unavailable right now." : "You are out of tokens.";
   }
 
   function announceMeterLevel(meter) {
     if (meter.level === "stopped") {
-      const why =
-        meter.reason === "quota_store_unavailable"
-          ? "Token accounting is unavailable right now."
-          : "You are out of tokens.";
+      const why = stoppedWhy(meter);
       const grace = typeof meter.grace_s === "number" ? ` in ${meter.grace_s} s` : "";
       showError(`${why} Showing your original video; the session ends${grace} unless tokens are added.`);
     } else if (meter.level === "slow" || meter.level === "crawl") {

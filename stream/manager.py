@@ -84,11 +84,11 @@ class SessionManager:
 
     async def close(self, session_id: str, reason: str = "closed by request", account_id: str | None = None) -> Session:
         session = self.get(session_id, account_id)
-        await session.close(reason)
+        await session.close(reason, "closed_by_request")
         return session
 
     async def close_all(self, reason: str = "server shutting down") -> None:
-        await asyncio.gather(*(session.close(reason) for session in self.all()), return_exceptions=True)
+        await asyncio.gather(*(session.close(reason, "server_shutdown") for session in self.all()), return_exceptions=True)
 
     def _forget(self, session: Session) -> None:
         self._sessions.pop(session.id, None)

@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 # How long a session whose video is refused waits for its client's data channel to tell it why.
 REFUSAL_NOTICE_S = 2.0
+# How long closing waits for its "closed" event (why the session ends) to leave.
+CLOSED_NOTICE_S = 0.5
 # Commands are small JSON objects; a bound keeps their parsing and the answers that name them small
 # (an answer over the peer's SCTP message limit cannot be sent at all).
 MAX_COMMAND_CHARS = 4096
@@ -235,7 +237,10 @@ class Session:
             self.send_event({"type": "exhausted", "reason": state.reason, "grace_s": state.grace_s})
 
     def meter_exhausted(self, reason: str) -> None:
-        self._spawn(self.close("quota store unavailable" if reason == "quota_store_unavailable" else "tokens exhausted"), "close")
+        if reason == "quota_store_unavailable":
+            self._spawn(self.close("quota store unavailable", "quota_store_unavailable"), "close")
+        else:
+            self._spawn(self.close("tokens exhausted", "tokens_exhausted"), "close")
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         self._channel = channel
@@ -317,11 +322,19 @@ class Session:
         deadline = time.monotonic() + REFUSAL_NOTICE_S
         while not self._channel_open() and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        self.send_event({"type": "error", "code": "video_too_large", "message": message})
+        await self._tell_client({"type": "error", "code": "video_too_large", "message": message}, deadline - time.monotonic())
+        await self.close(f"refused before decoding: {why}", "video_too_large")
+
+    async def _tell_client(self, event: Mapping[str, Any], within_s: float) -> None:
+        """Sends an event that must arrive before the connection closes: waits (a little) for it
+        to leave the send buffer, and for SCTP to put it on the wire."""
+        if not self._channel_open():
+            return
+        self.send_event(event)
+        deadline = time.monotonic() + within_s
         while self._channel_open() and self._channel.bufferedAmount and time.monotonic() < deadline:  # type: ignore[union-attr]
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.1)  # handed to SCTP is not yet on the wire
-        await self.close(f"refused before decoding: {why}")
 
     def _channel_open(self) -> bool:
         return self._channel is not None and self._channel.readyState == "open"
@@ -361,7 +374,7 @@ class Session:
         while True:
             silent = time.monotonic() - self._last_frame_at
             if silent >= timeout:
-                await self.close(f"no video for {timeout:g} s")
+                await self.close(f"no video for {timeout:g} s", "idle")
                 return
             await asyncio.sleep(min(1.0, timeout - silent))
 
@@ -380,8 +393,9 @@ class Session:
         task.add_done_callback(self._tasks.discard)
 
     # -- teardown -----------------------------------------------------------------------
-    async def close(self, reason: str = "closed") -> None:
-        """Idempotent: frees the runner slot, tasks, tracks and the peer connection."""
+    async def close(self, reason: str = "closed", code: str = "closed") -> None:
+        """Idempotent: tells the client why (a "closed" event), then frees the runner slot, tasks,
+        tracks and the peer connection."""
         if self._close_started:
             await self._closed.wait()
             return
@@ -390,6 +404,7 @@ class Session:
         logger.info("session %s closing: %s", self.id, reason)
         self._runner.remove_session(self.id)
         self._output.stop()
+        await self._tell_client({"type": "closed", "code": code, "reason": reason}, CLOSED_NOTICE_S)
         current = asyncio.current_task()
         tasks = [task for task in self._tasks if task is not current]
         for task in tasks:

@@ -533,3 +533,5 @@ def stop_and_see_the_session_end(driver: Any, server: ServerProcess) -> None:
     wait_for(lambda: text_of(driver, "status").strip() == "Stopped.", 5, "status says Stopped")
     assert driver.execute_script("return window.facefuse.pc;") is None
     assert alert_text(driver).strip() == ""
+    for stat in ("stat-fps-out", "stat-latency-p50", "stat-frames-decoded", "stat-level"):
+        assert text_of(driver, stat) == "–", f"{stat} still shows the ended session's {text_of(driver, stat)!r}"

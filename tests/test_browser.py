@@ -167,6 +167,36 @@ def test_rejected_upload_shows_the_servers_message(server: ServerProcess, browse
     assert "415" in shown
     assert driver.execute_script("return window.facefuse.faceId;") is None
 
+    # the same with the reference photo, then a good one: the error leaves the status line too
+    Select(driver.find_element("id", "swap-mode")).select_by_value("reference")
+    driver.find_element("id", "reference-file").send_keys(str(not_an_image))
+    wait_for(lambda: "415" in alert_text(driver), 10, "the reference photo's 415")
+    driver.find_element("id", "reference-file").send_keys(str(face_path("biden.jpg")))
+    wait_for(lambda: driver.execute_script("return window.facefuse.referenceId;"), 10, "the good photo uploaded")
+    assert alert_text(driver).strip() == ""
+    assert driver.execute_script("return document.getElementById('status').dataset.kind;") != "error", text_of(driver, "status")
+
+
+def test_a_face_the_server_no_longer_has_is_asked_for_again(server: ServerProcess, browser: OpenBrowser) -> None:
+    """A photo uploaded before a server restart (or deleted elsewhere) is gone: Start says so and
+    clears the choice, so choosing the file again uploads it again."""
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    driver.find_element("id", "face-file").send_keys(str(face_path("biden.jpg")))
+    face_id = wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "face upload")
+    assert http_json("DELETE", f"{server.base_url}/api/faces/{face_id}")[0] == 200
+    driver.find_element("id", "start").click()
+    shown = wait_for(lambda: alert_text(driver).strip(), 15, "an error in role=alert")
+    assert "404" in shown, shown
+    assert "choose it again" in text_of(driver, "face-state")
+    assert driver.execute_script("return window.facefuse.faceId;") is None
+    assert driver.execute_script("return document.getElementById('face-file').value;") == ""
+    driver.find_element("id", "face-file").send_keys(str(face_path("biden.jpg")))
+    again = wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "uploaded again")
+    session_id = started_session(driver, server, again)
+    assert session_id
+    stop_and_see_the_session_end(driver, server)
+
 
 def test_offer_refused_by_server_shows_its_message(server: ServerProcess, browser: OpenBrowser) -> None:
     driver = browser()

@@ -31,7 +31,8 @@ TOKENS = re.compile(r"^\s*(\d+(?:\.\d+)?) tokens")
 @pytest.fixture(scope="module")
 def metered_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     # Short thresholds so a low balance shows the slow level within seconds.
-    args = ("--admin-key", ADMIN, "--quota-setting", "slow_below_s=20", "--quota-setting", "crawl_below_s=2")
+    args = ("--admin-key", ADMIN, "--quota-setting", "slow_below_s=20", "--quota-setting", "crawl_below_s=2",
+            "--quota-setting", "grace_s=3")
     with served(tmp_path_factory.mktemp("metered") / "server.log", chain="invert", extra_args=args) as process:
         yield process
 
@@ -86,6 +87,25 @@ def test_page_shows_the_slow_level_when_tokens_run_low(metered_server, driver):
              15, "level shown as slow")
     assert "Tokens running low" in text_of(driver, "status")
     assert "15 fps" in text_of(driver, "status")
+    # at 15 fps a token lasts twice as long: time left is read at the rate the session spends now
+    time.sleep(4)
+    balance, burn = shown_balance(driver), float(text_of(driver, "stat-burn").split()[0])
+    left = float(text_of(driver, "stat-time-left").split()[0])
+    print(f"balance {balance}, burn {burn} tokens/s, time left {left} s")
+    assert 0.3 <= burn <= 0.7 and left > 1.5 * balance, (balance, burn, left)
+
+
+def test_a_session_that_runs_out_of_tokens_says_so_when_the_server_ends_it(metered_server, driver):
+    """The server closes it after the grace period and says why: the page tells at once and can
+    start again (it used to look alive for 17 s, then blame the network)."""
+    start_with_key(driver, metered_server, create_account(metered_server, "quin", balance=0.5))
+    wait_for(lambda: "out of tokens" in text_of(driver, "status"), 20, "the stopped level told")
+    wait_for(lambda: "The session ended: you are out of tokens." in alert_text(driver), 15, "the end told")
+    assert driver.execute_script("return window.facefuse.pc;") is None
+    assert driver.find_element("id", "start").is_enabled() and not driver.find_element("id", "stop").is_enabled()
+    status, sessions = http_json("GET", f"{metered_server.base_url}/api/sessions", token=driver.execute_script(
+        "return document.getElementById('api-key').value;"))
+    assert status == 200 and sessions["sessions"] == [], sessions
 
 
 def test_page_without_a_key_shows_the_401(metered_server, driver):

@@ -148,6 +148,9 @@ async def test_a_peer_that_stops_sending_is_closed_after_the_idle_timeout():
             await wait_until(lambda: server_session.state == "closed", timeout=6)
             assert server_session.close_reason == "no video for 1.5 s"
             assert time.monotonic() - started < 4
+            # the client was told why before the connection went
+            closed = [e for e in session.events if e.get("type") == "closed"]
+            assert closed == [{"type": "closed", "code": "idle", "reason": "no video for 1.5 s"}], list(session.events)
             assert app[SESSIONS].all() == []
             await session.close()
 

@@ -402,25 +402,36 @@ class Session:
         self._close_started = True
         self.close_reason = reason
         logger.info("session %s closing: %s", self.id, reason)
+        try:
+            await self._tear_down(reason, code)
+        except Exception:  # whatever failed, the session ends: a second close() waits for _closed
+            logger.exception("session %s: closing failed part way", self.id)
+        finally:
+            self.state = "closed"
+            self._closed.set()
+            if self._on_closed is not None:
+                with contextlib.suppress(Exception):
+                    result = self._on_closed(self)
+                    if result is not None:
+                        await result
+
+    async def _tear_down(self, reason: str, code: str) -> None:
         self._runner.remove_session(self.id)
         self._output.stop()
-        await self._tell_client({"type": "closed", "code": code, "reason": reason}, CLOSED_NOTICE_S)
         current = asyncio.current_task()
         tasks = [task for task in self._tasks if task is not current]
-        for task in tasks:
+        for task in tasks:  # first: the pump must not hand the runner frames of a session it forgot
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tell_client({"type": "closed", "code": code, "reason": reason}, CLOSED_NOTICE_S)
         if self.meter is not None:
-            await self.meter.close()
+            try:
+                await self.meter.close()
+            except Exception:
+                logger.exception("session %s: its lease could not be returned; the store settles it after its TTL", self.id)
         # A peer connection closed mid-negotiation leaks the UDP sockets its ICE gathering is still
         # opening; the negotiation sees the close at its next step and stops there.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._negotiated.wait(), PEER_CLOSE_TIMEOUT_S)
         if not await close_peer(self._pc):
             logger.warning("session %s: its peer connection did not close in time; left behind", self.id)
-        self.state = "closed"
-        self._closed.set()
-        if self._on_closed is not None:
-            result = self._on_closed(self)
-            if result is not None:
-                await result

@@ -46,5 +46,5 @@ class PipelineSettings:
             raise ValueError("max_in_flight must be >= 1")
         if self.max_frame_pixels is not None and self.max_frame_pixels < 64 * 64:
             raise ValueError("max_frame_pixels must be at least 4096 (64x64)")
-        if self.cpu_threads is not None and self.cpu_threads < 1:
-            raise ValueError("cpu_threads must be >= 1")
+        if self.cpu_threads is not None and not 1 <= self.cpu_threads <= 256:
+            raise ValueError("cpu_threads must be between 1 and 256")

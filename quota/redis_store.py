@@ -14,8 +14,10 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import redis.asyncio as aioredis
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -80,6 +82,18 @@ def _cap(rules: TierRules) -> int:
 def _grant(lease_id: str, reply: list[Any]) -> Grant:
     granted, held, balance, hour_left, open_leases = (int(v) for v in reply)
     return Grant(lease_id, granted, held, balance, None if hour_left < 0 else hour_left, open_leases)
+
+
+def check_redis_url(url: str) -> None:
+    """ValueError for a URL redis-py cannot use, or whose database is no number (redis-py would
+    quietly use 0). The message leaves the URL out: it may hold a password."""
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        raise ValueError(f"--redis-url: {exc}") from None
+    database = urlparse(url).path.strip("/")
+    if url.startswith(("redis://", "rediss://")) and database and not database.isdigit():
+        raise ValueError(f"--redis-url: the database must be a number, not {database!r}")
 
 
 class RedisStore:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 MICRO = 1_000_000  # micro-tokens per token
 
@@ -72,8 +72,17 @@ class QuotaSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tiers_by_name", {tier.name: tier for tier in self.tiers})
-        if self.lease_s <= 0 or not 0 < self.renew_below < 1:
-            raise ValueError("lease_s must be > 0 and renew_below between 0 and 1")
+        numbers = {f.name: getattr(self, f.name) for f in fields(self) if f.type in ("float", float)}
+        for name, value in numbers.items():
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, not {value}")
+        for name in ("nominal_fps", "refill_period_s", "hour_s", "lease_s", "lease_ttl_s", "slow_fps", "crawl_fps"):
+            if numbers[name] <= 0:
+                raise ValueError(f"{name} must be > 0")
+        if not 0 < self.renew_below < 1:
+            raise ValueError("renew_below must be between 0 and 1")
+        if self.lease_ttl_s < 2 * self.lease_s:
+            raise ValueError("lease_ttl_s must be at least twice lease_s (a lease is renewed well before its TTL)")
 
     def tier(self, name: str) -> TierRules:
         try:

@@ -18,6 +18,8 @@ from pipeline.device import DeviceUnavailable
 from pipeline.host_memory import keep_freed_memory
 from pipeline.learned import ModelFileError
 from pipeline.settings import PipelineSettings
+from quota.errors import StoreUnavailable
+from quota.redis_store import check_redis_url
 from quota.settings import QuotaSettings
 from signaling.app import create_app
 from signaling.settings import STATIC_DIR, HttpSettings, ServerSettings
@@ -25,18 +27,32 @@ from stream.ice import IceSettings
 from stream.settings import StreamSettings
 
 ENV_PREFIX = "FACEFUSE_"
+SHUTDOWN_WAIT_S = 3.0
 
 
 def _env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def _add(parser: argparse.ArgumentParser, flag: str, *, type=str, default=None, help: str) -> None:  # noqa: A002
-    """A flag whose default comes from FACEFUSE_<FLAG> when that is set."""
+def _add(parser: argparse.ArgumentParser, flag: str, *, type=str, default=None, help: str, secret: bool = False) -> None:  # noqa: A002
+    """A flag whose default comes from FACEFUSE_<FLAG> when that is set. The variable's text is
+    the default as text: argparse converts it only when the flag is not given, and a bad one is
+    its usual one-line error. A secret's value is not shown in --help."""
     env = os.environ.get(_env_name(flag))
     if env is not None:
-        default = type(env)
-    parser.add_argument(flag, type=type, default=default, help=f"{help} [env {_env_name(flag)}; default {default!r}]")
+        default = env
+    shown = ("set" if default else "not set") if secret else repr(default)
+    parser.add_argument(flag, type=type, default=default, help=f"{help} [env {_env_name(flag)}; default {shown}]")
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {port}")
+    return port
+
+
+_port.__name__ = "port"  # argparse's "invalid port value" names the type by it
 
 
 def _add_many(parser: argparse.ArgumentParser, flag: str, *, help: str) -> None:  # noqa: A002
@@ -57,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="start the HTTP + WebRTC server")
     _add(serve, "--host", default="127.0.0.1", help="address to listen on")
-    _add(serve, "--port", type=int, default=8080, help="port to listen on")
+    _add(serve, "--port", type=_port, default=8080, help="port to listen on")
     _add_many(serve, "--ice-host", help="restrict ICE host candidates to this address (repeatable)")
     _add(serve, "--ice-public-address", help="advertise this address instead of the host's (1:1 NAT)")
     _add_many(serve, "--ice-server", help="STUN/TURN URL, e.g. stun:host:3478 or turn:user:pass@host:3478 (repeatable)")
@@ -78,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--max-in-flight", type=int, default=1, help="frames of one session in flight at once")
     _add(serve, "--max-sessions", type=int, default=32, help="concurrent sessions at most")
     _add(serve, "--idle-timeout", type=float, default=10.0, help="seconds without video before a session is closed")
-    _add(serve, "--redis-url", help="quota store, e.g. redis://127.0.0.1:6379/0 (default: in memory)")
-    _add(serve, "--admin-key", help="key for /api/admin/*; without it the server runs one unmetered local account without auth, and only on loopback")
+    _add(serve, "--redis-url", secret=True, help="quota store, e.g. redis://127.0.0.1:6379/0 (default: in memory)")
+    _add(serve, "--admin-key", secret=True, help="key for /api/admin/*; without it the server runs one unmetered local account without auth, and only on loopback")
     _add_many(serve, "--quota-setting", help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)")
     _add(serve, "--static-dir", type=Path, default=STATIC_DIR, help="folder with index.html")
     _add(serve, "--log-level", default="INFO", help="logging level")
@@ -89,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from_args(args: argparse.Namespace) -> ServerSettings:
     if args.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--device must be auto, cpu or cuda, not {args.device!r}")
+    if args.log_level.upper() not in logging.getLevelNamesMapping():
+        raise ValueError(f"--log-level must be one of DEBUG, INFO, WARNING, ERROR, not {args.log_level!r}")
+    if args.redis_url:
+        check_redis_url(args.redis_url)
     allowed = _many(args, "--ice-allow-remote")
     return ServerSettings(
         http=HttpSettings(
@@ -159,21 +179,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     keep_freed_memory()  # before the server starts its threads (pipeline/host_memory.py)
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = settings_from_args(args)
     except ValueError as exc:
         parser.error(str(exc))
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.local_mode and not _is_loopback(settings.http.host):
         parser.error(
             f"refusing to serve on {settings.http.host} without --admin-key: the local account has no auth "
             "and is meant for 127.0.0.1 only"
         )
     try:
-        # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker.
-        web.run_app(create_app(settings), host=settings.http.host, port=settings.http.port, print=None)
-    except (UnknownChain, DeviceUnavailable, ModelFileError) as exc:
+        # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker. It
+        # waits SHUTDOWN_WAIT_S for requests in progress (a stalled upload held sessions 15 s).
+        web.run_app(
+            create_app(settings), host=settings.http.host, port=settings.http.port, print=None,
+            shutdown_timeout=SHUTDOWN_WAIT_S,
+        )
+    except (UnknownChain, DeviceUnavailable, ModelFileError, StoreUnavailable) as exc:
         print(f"facefuse: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:  # a port in use, a chain spec out of range...
+        print(f"facefuse: could not start on {settings.http.host}:{settings.http.port}: {exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -24,6 +24,8 @@ class HttpSettings:
     def __post_init__(self) -> None:
         if self.max_faces < 1 or self.max_faces_per_account < 1:
             raise ValueError("--max-faces and --max-faces-per-account must be at least 1")
+        if not (Path(self.static_dir) / "index.html").is_file():
+            raise ValueError(f"--static-dir {self.static_dir} has no index.html")
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ class StreamSettings:
     max_decoded_pixels: int = 4096 * 2304
 
     def __post_init__(self) -> None:
-        if self.idle_timeout_s <= 0:
-            raise ValueError("idle_timeout_s must be > 0")
+        if not self.idle_timeout_s > 0 or self.idle_timeout_s == float("inf"):  # NaN fails "> 0" too
+            raise ValueError("idle_timeout_s must be a number > 0")
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
         if self.max_decoded_pixels < 64 * 64:

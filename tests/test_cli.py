@@ -120,3 +120,45 @@ async def test_signal_stops_the_server_cleanly_with_a_live_session(sig):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.parametrize(
+    "env, argv",
+    [({"FACEFUSE_PORT": "abc"}, ["serve"]), ({}, ["serve", "--port", "70000"]), ({}, ["serve", "--log-level", "nosuch"]),
+     ({}, ["serve", "--redis-url", "http://127.0.0.1:6379"]), ({}, ["serve", "--redis-url", "redis://h:notaport/0"]),
+     ({}, ["serve", "--redis-url", "redis://h:6379/notadb"]), ({}, ["serve", "--static-dir", "/nonexistent"]),
+     ({}, ["serve", "--quota-setting", "nominal_fps=0"]), ({}, ["serve", "--quota-setting", "lease_s=nan"]),
+     ({}, ["serve", "--quota-setting", "grace_s=-5"]), ({}, ["serve", "--idle-timeout", "nan"]),
+     ({}, ["serve", "--cpu-threads", "100000"])],
+)
+def test_bad_values_from_flags_or_the_environment_are_one_line_errors(env, argv, monkeypatch, capsys):
+    """Each of these once started a broken server or ended in a traceback (a helper's probe)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "error:" in err and "Traceback" not in err, err
+
+
+def test_a_flag_wins_over_a_bad_environment_value_and_help_keeps_secrets(monkeypatch, capsys):
+    monkeypatch.setenv("FACEFUSE_PORT", "abc")
+    assert settings_from_args(build_parser().parse_args(["serve", "--port", "9000"])).http.port == 9000
+    monkeypatch.setenv("FACEFUSE_ADMIN_KEY", "s3cr3t-admin")
+    monkeypatch.setenv("FACEFUSE_REDIS_URL", "redis://:hunter2@127.0.0.1:6399/0")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = capsys.readouterr().out
+    assert "s3cr3t" not in shown and "hunter2" not in shown and "default set" in shown
+
+
+def test_a_port_in_use_is_a_one_line_error(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--chain", "passthrough", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"could not start on 127.0.0.1:{port}" in err and "Traceback" not in err, err

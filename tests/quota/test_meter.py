@@ -230,6 +230,19 @@ async def test_unmetered_tier_is_recorded_but_never_throttled():
     assert history[0]["kind"] == "session" and history[0]["spent"] == pytest.approx(10 * MICRO, rel=1e-4)
 
 
+def count_renewals(store: MemoryStore, clock: Clock) -> list[float]:
+    """The (clock) times of the store's renew_lease calls from now on."""
+    calls: list[float] = []
+    renew = store.renew_lease
+
+    async def counting(*args, **kwargs):
+        calls.append(clock.now)
+        return await renew(*args, **kwargs)
+
+    store.renew_lease = counting
+    return calls
+
+
 async def run_for(meter: SessionMeter, clock: Clock, seconds: float, fps: float) -> None:
     """`seconds` of (clock) time at `fps` processed frames, the meter's loop running between frames."""
     for _ in range(round(seconds * fps)):
@@ -296,14 +309,7 @@ async def test_a_lease_that_cannot_be_refilled_is_asked_once_a_second_not_every_
     clock = Clock()
     store = MemoryStore(clock=clock)
     meter, _, _, _ = await make_meter(7, store=store, clock=clock)
-    calls = []
-    renew = store.renew_lease
-
-    async def counting(*args, **kwargs):
-        calls.append(clock.now)
-        return await renew(*args, **kwargs)
-
-    store.renew_lease = counting
+    calls = count_renewals(store, clock)
     await meter.open()
     runner = asyncio.ensure_future(meter.run())
     await run_for(meter, clock, 6, fps=30)  # 6 s: all 7 tokens in the lease, 1 left in it, low
@@ -377,14 +383,7 @@ async def test_a_lease_gone_from_the_store_is_not_asked_for_again():
     clock = Clock()
     store = MemoryStore(clock=clock)
     meter, _, _, _ = await make_meter(0, tier="vip", store=store, clock=clock)
-    calls = []
-    renew = store.renew_lease
-
-    async def counting(*args, **kwargs):
-        calls.append(clock.now)
-        return await renew(*args, **kwargs)
-
-    store.renew_lease = counting
+    calls = count_renewals(store, clock)
     await meter.open()
     runner = asyncio.ensure_future(meter.run())
     await store.close_lease("acct", meter.lease_id, 99, 0, SETTINGS.tier("vip"), hour_s=3600)  # gone under it

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import ipaddress
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -199,10 +201,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UnknownChain, DeviceUnavailable, ModelFileError, StoreUnavailable) as exc:
         print(f"facefuse: {exc}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as exc:  # a port in use, a chain spec out of range...
-        print(f"facefuse: could not start on {settings.http.host}:{settings.http.port}: {exc}", file=sys.stderr)
+    except OSError as exc:
+        if not _cannot_listen(exc):
+            raise  # not a start-up problem of the socket: a bug, with its traceback
+        print(f"facefuse: cannot listen on {settings.http.host}:{settings.http.port}: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _cannot_listen(exc: OSError) -> bool:
+    """A socket that cannot be opened where asked: the port taken or privileged, an address that
+    is not this machine's or a name that does not resolve."""
+    return isinstance(exc, socket.gaierror) or exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
 
 
 if __name__ == "__main__":

@@ -696,7 +696,8 @@
       if (hadSession) setStatus("Stopping…", "busy");
     }
     const ended = await ending;
-    if (!keepMessages && ended && hadSession) setStatus("Stopped.", "info");
+    // not when Start was pressed meanwhile: the new session's status stays
+    if (!keepMessages && ended && hadSession && !state.pc) setStatus("Stopped.", "info");
   }
 
   // ---- numbers --------------------------------------------------------------------------

@@ -395,17 +395,26 @@ class Session:
     # -- teardown -----------------------------------------------------------------------
     async def close(self, reason: str = "closed", code: str = "closed") -> None:
         """Idempotent: tells the client why (a "closed" event), then frees the runner slot, tasks,
-        tracks and the peer connection."""
+        tracks, the lease and the peer connection. Each step runs whatever the one before did, and
+        the session ends even if closing is cancelled: a second close() waits for `_closed`."""
         if self._close_started:
             await self._closed.wait()
             return
         self._close_started = True
         self.close_reason = reason
         logger.info("session %s closing: %s", self.id, reason)
+        steps: tuple[tuple[str, Callable[[], Awaitable[None]]], ...] = (
+            ("stop its work", self._stop_work),
+            ("tell the client", lambda: self._tell_client({"type": "closed", "code": code, "reason": reason}, CLOSED_NOTICE_S)),
+            ("return its lease", self._return_lease),
+            ("close its peer connection", self._close_peer_connection),
+        )
         try:
-            await self._tear_down(reason, code)
-        except Exception:  # whatever failed, the session ends: a second close() waits for _closed
-            logger.exception("session %s: closing failed part way", self.id)
+            for name, step in steps:
+                try:
+                    await step()
+                except Exception:
+                    logger.exception("session %s: closing could not %s", self.id, name)
         finally:
             self.state = "closed"
             self._closed.set()
@@ -415,20 +424,20 @@ class Session:
                     if result is not None:
                         await result
 
-    async def _tear_down(self, reason: str, code: str) -> None:
+    async def _stop_work(self) -> None:
         self._runner.remove_session(self.id)
-        self._output.stop()
         current = asyncio.current_task()
         tasks = [task for task in self._tasks if task is not current]
-        for task in tasks:  # first: the pump must not hand the runner frames of a session it forgot
+        for task in tasks:  # before any await: the pump must not hand the runner frames of a session it forgot
             task.cancel()
+        self._output.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self._tell_client({"type": "closed", "code": code, "reason": reason}, CLOSED_NOTICE_S)
+
+    async def _return_lease(self) -> None:
         if self.meter is not None:
-            try:
-                await self.meter.close()
-            except Exception:
-                logger.exception("session %s: its lease could not be returned; the store settles it after its TTL", self.id)
+            await self.meter.close()
+
+    async def _close_peer_connection(self) -> None:
         # A peer connection closed mid-negotiation leaks the UDP sockets its ICE gathering is still
         # opening; the negotiation sees the close at its next step and stops there.
         with contextlib.suppress(TimeoutError):

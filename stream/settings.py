@@ -23,7 +23,7 @@ class StreamSettings:
     max_decoded_pixels: int = 4096 * 2304
 
     def __post_init__(self) -> None:
-        if not self.idle_timeout_s > 0 or self.idle_timeout_s == float("inf"):  # NaN fails "> 0" too
+        if not self.idle_timeout_s > 0:  # NaN fails it too; inf: idle sessions are never closed
             raise ValueError("idle_timeout_s must be a number > 0")
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")

@@ -247,8 +247,9 @@ async def test_a_session_closed_while_its_offer_is_answered_takes_no_runner_slot
 
 
 async def test_a_close_that_fails_part_way_still_ends_the_session():
-    """A lease return that raised (not the store's "unavailable") left the session listed as live
-    and its close unfinished: a second close (the server's shutdown) then waited for ever."""
+    """A step of closing that raised left the session listed as live and its close unfinished: a
+    second close (the server's shutdown) then waited for ever. Every step runs whatever the one
+    before did, and the peer connection is closed."""
     from signaling.app_keys import SESSIONS
 
     async with running_server(loopback_settings()) as (url, app):
@@ -258,12 +259,37 @@ async def test_a_close_that_fails_part_way_still_ends_the_session():
             server_session = app[SESSIONS].get(session.session_id)
             assert server_session.meter is not None
 
+            async def telling_that_raises(*args):
+                raise RuntimeError("the data channel broke")
+
             async def close_that_raises():
                 raise RuntimeError("NOPERM this user has no permissions to run the 'evalsha' command")
 
+            server_session._tell_client = telling_that_raises
             server_session.meter.close = close_that_raises
             closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 5)
             assert closed["state"] == "closed" and app[SESSIONS].all() == []
+            assert server_session._pc.connectionState == "closed", "the later steps ran"
             await asyncio.wait_for(server_session.close("again"), 1)  # returns: nothing left waiting
             await asyncio.wait_for(app[SESSIONS].close_all(), 1)
             await session.close()
+
+
+async def test_a_close_that_is_cancelled_still_ends_the_session():
+    """A close cancelled part way (its caller gone) must still mark the session closed, or every
+    later close, the server's shutdown among them, waits for ever."""
+    from signaling.app_keys import SESSIONS
+
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client:
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: session.frames_received >= 3, timeout=10)
+            server_session = app[SESSIONS].get(session.session_id)
+            closing = asyncio.ensure_future(server_session.close("first"))
+            await asyncio.sleep(0.05)  # inside its steps (telling the client takes 0.1 s at least)
+            closing.cancel()
+            await asyncio.wait_for(server_session.close("again"), 1)
+            assert server_session.state == "closed" and app[SESSIONS].all() == []
+            await asyncio.wait_for(app[SESSIONS].close_all(), 1)
+            await session.close()
+            await server_session._pc.close()

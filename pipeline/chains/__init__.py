@@ -59,7 +59,7 @@ def create_chain(
             numbers = [float(part) for part in args.split(":")] if args else [10.0, 1.0]
         except ValueError:
             numbers = []
-        if len(numbers) != 2:
-            raise UnknownChain(f"chain {spec!r}: expected fixed-cost:BATCH_MS:FRAME_MS")
+        if len(numbers) != 2 or not all(0 <= number < float("inf") for number in numbers):
+            raise UnknownChain(f"chain {spec!r}: expected fixed-cost:BATCH_MS:FRAME_MS, each a number >= 0")
         return FixedCostChain(*numbers)
     raise UnknownChain(f"unknown chain {spec!r}; choose one of {', '.join(CHAIN_NAMES)}")

@@ -15,10 +15,10 @@ from aiortc import RTCPeerConnection
 PEER_CLOSE_TIMEOUT_S = 5.0
 
 
-async def close_peer(pc: RTCPeerConnection, timeout_s: float | None = None) -> bool:
-    """True when the connection closed within the limit (PEER_CLOSE_TIMEOUT_S unless given)."""
+async def close_peer(pc: RTCPeerConnection) -> bool:
+    """True when the connection closed within PEER_CLOSE_TIMEOUT_S."""
     try:
-        await asyncio.wait_for(pc.close(), PEER_CLOSE_TIMEOUT_S if timeout_s is None else timeout_s)
+        await asyncio.wait_for(pc.close(), PEER_CLOSE_TIMEOUT_S)
     except TimeoutError:
         return False
     return True

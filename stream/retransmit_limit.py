@@ -5,7 +5,7 @@ protect and send each, on the event loop. One NACK can name 5,000 packets in 1.2
 second from one peer took a 30 fps session beside it down to 6-10 fps and 1.7 s of latency
 (measured 2026-12-01). Limited, a sender resends each packet at most once per RESEND_GAP_S and at
 most RESENDS_PER_S packets a second (with a burst of as many), far above what real loss asks
-for: a 2 Mbps stream sends about 200 packets a second.
+for: a 2 Mbps stream of 1,200-byte packets sends about 210 a second.
 """
 
 from __future__ import annotations

@@ -54,8 +54,7 @@ async def test_open_reserves_one_lease_and_close_returns_the_rest():
 
 async def test_price_follows_the_output_resolution():
     meter, store, _, _ = await make_meter(100)
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     for height in (720, 1080):
         for _ in range(6):  # a second of video, renewing as the lease runs low
             spend(meter, 5, height=height)
@@ -76,8 +75,7 @@ async def test_renewals_are_one_per_lease_not_per_frame():
         return await renew(*args, **kwargs)
 
     store.renew_lease = counting_renew
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     for _ in range(60):  # one minute of video at 30 fps, a second at a time
         spend(meter, 30)
         await asyncio.sleep(0)
@@ -170,8 +168,7 @@ async def test_store_outage_fails_closed_and_nothing_is_charged_twice():
     flaky = FlakyStore(MemoryStore())
     clock = Clock()
     meter, _, changes, exhausted = await make_meter(100, store=flaky, clock=clock)
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     flaky.up = False
     spend(meter, 150)  # the whole lease: 5 s of video
     for _ in range(20):
@@ -230,6 +227,12 @@ async def test_unmetered_tier_is_recorded_but_never_throttled():
     assert history[0]["kind"] == "session" and history[0]["spent"] == pytest.approx(10 * MICRO, rel=1e-4)
 
 
+async def running(meter: SessionMeter) -> asyncio.Task[None]:
+    """The meter's lease opened and its loop running."""
+    await meter.open()
+    return asyncio.ensure_future(meter.run())
+
+
 def count_renewals(store: MemoryStore, clock: Clock) -> list[float]:
     """The (clock) times of the store's renew_lease calls from now on."""
     calls: list[float] = []
@@ -259,8 +262,7 @@ async def test_a_slowly_spent_lease_is_kept_alive_and_charged():
     clock = Clock()
     store = MemoryStore(clock=clock)
     meter, _, _, exhausted = await make_meter(100, store=store, clock=clock)
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     await run_for(meter, clock, 200, fps=1)
     assert meter.state.level is Level.FULL and exhausted == []
     held = meter.held
@@ -294,8 +296,7 @@ async def test_a_renewal_whose_answer_was_lost_is_retried_as_it_was_sent():
     clock = Clock()
     lossy = LostAnswerStore(MemoryStore(clock=clock))
     meter, _, _, _ = await make_meter(7, store=lossy, clock=clock)
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     await run_for(meter, clock, 12, fps=30)
     assert lossy.lost
     charged = meter.state.spent
@@ -310,8 +311,7 @@ async def test_a_lease_that_cannot_be_refilled_is_asked_once_a_second_not_every_
     store = MemoryStore(clock=clock)
     meter, _, _, _ = await make_meter(7, store=store, clock=clock)
     calls = count_renewals(store, clock)
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     await run_for(meter, clock, 6, fps=30)  # 6 s: all 7 tokens in the lease, 1 left in it, low
     before = len(calls)
     await run_for(meter, clock, 4, fps=5)  # crawling on what the lease holds, nothing more to grant
@@ -324,8 +324,7 @@ async def test_a_top_up_lifts_the_throttle_within_seconds():
     clock = Clock()
     store = MemoryStore(clock=clock)
     meter, _, _, _ = await make_meter(12, store=store, clock=clock)
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     await run_for(meter, clock, 1, fps=5)
     assert meter.state.level is Level.CRAWL
     await store.credit("acct", to_micro(1000), "top-up")
@@ -363,8 +362,7 @@ async def test_a_replayed_renewal_keeps_the_lease_alive_from_when_the_store_appl
     lossy = LostAnswerStore(MemoryStore(clock=clock))
     settings = QuotaSettings(lease_s=5, lease_ttl_s=60, slow_below_s=60, crawl_below_s=15, grace_s=10)
     meter, _, _, exhausted = await make_meter(1000, store=lossy, clock=clock, settings=settings)
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     await run_for(meter, clock, 20, fps=1)  # the first keep-alive (at 20 s) is applied, its answer lost
     assert lossy.lost
     real = lossy.store
@@ -384,8 +382,7 @@ async def test_a_lease_gone_from_the_store_is_not_asked_for_again():
     store = MemoryStore(clock=clock)
     meter, _, _, _ = await make_meter(0, tier="vip", store=store, clock=clock)
     calls = count_renewals(store, clock)
-    await meter.open()
-    runner = asyncio.ensure_future(meter.run())
+    runner = await running(meter)
     await store.close_lease("acct", meter.lease_id, 99, 0, SETTINGS.tier("vip"), hour_s=3600)  # gone under it
     await run_for(meter, clock, 10, fps=30)
     assert 1 <= len(calls) <= 2, f"{len(calls)} renewals of a lease the store no longer has"

@@ -89,6 +89,7 @@
     lastMeter: null, // the last meter update from the server
     referenceId: null, // the uploaded photo of the one person to swap (swap mode "reference")
     referenceUpload: null,
+    cancelStart: null, // while Start waits for photos: Stop calls it
     referenceSeq: 0,
     swapPending: null, // the options of a set_swap awaiting the server's answer
     sessionSwap: null, // the {swap, reference_face_id?} the session was last offered or told
@@ -490,19 +491,47 @@
     stop({ keepMessages: true, sessionGone: true });
   }
 
+  // Waits for the photos a session needs, ones chosen while waiting included (an earlier upload's
+  // end must not start the session without the newer choice). Stop cancels the wait at once (the
+  // upload itself goes on): false then.
+  async function waitForUploads() {
+    let cancel;
+    const cancelled = new Promise((resolve) => { cancel = () => resolve("cancelled"); });
+    state.cancelStart = cancel;
+    ui.stop.disabled = false;
+    try {
+      let face = null;
+      let reference = null;
+      while (face !== state.upload || reference !== state.referenceUpload) {
+        face = state.upload;
+        reference = state.referenceUpload;
+        if (face) {
+          setStatus("Waiting for the face upload… (Stop cancels)", "busy");
+          if ((await Promise.race([face, cancelled])) === "cancelled") return false;
+        }
+        if (reference) {
+          setStatus("Waiting for the reference photo… (Stop cancels)", "busy");
+          if ((await Promise.race([reference, cancelled])) === "cancelled") return false;
+        }
+      }
+      return true;
+    } finally {
+      state.cancelStart = null;
+      if (!state.pc) ui.stop.disabled = true;
+    }
+  }
+
   async function start() {
     if (state.pc) return;
     const hadFocus = document.activeElement === ui.start;
     clearError();
     ui.start.disabled = true;
     try {
-      if (state.upload) {
-        setStatus("Waiting for the face upload…", "busy");
-        await state.upload;
-      }
-      if (state.referenceUpload) {
-        setStatus("Waiting for the reference photo…", "busy");
-        await state.referenceUpload;
+      if (!(await waitForUploads())) {
+        setStatus("Start cancelled (the photo still uploads).", "info");
+        ui.start.disabled = false;
+        ui.start.focus(); // Stop, just pressed, is disabled again
+        return;
       }
       const options = swapOptions();
       if (!options) {
@@ -664,6 +693,10 @@
   // Closes the peer connection and the camera, and ends the server's session (asked first, so the
   // server hears the DELETE before it notices the peer going).
   async function stop({ keepMessages = false, sessionGone = false } = {}) {
+    if (!state.pc && state.cancelStart) { // Start is waiting for a photo: no session yet
+      state.cancelStart();
+      return;
+    }
     const sessionId = state.sessionId;
     const hadSession = Boolean(state.pc);
     const hadFocus = document.activeElement === ui.stop;

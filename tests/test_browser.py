@@ -41,6 +41,7 @@ from browser_support import (
     wait_for,
     write_y4m,
 )
+from photos import face_rgb
 
 pytestmark = pytest.mark.browser
 
@@ -273,6 +274,77 @@ def test_a_face_chosen_mid_stream_is_swapped_to_at_once(server: ServerProcess, b
     wait_for(lambda: session_face() is None, 5, "no face: the swap stops")
     assert alert_text(driver).strip() == ""
     stop_and_see_the_session_end(driver, server)
+
+
+# Holds the page's photo uploads until the test lets each go, in order (the real server answers
+# each one once let go): a slow upload, made deterministic.
+HOLD_PHOTO_UPLOADS_JS = """
+window.heldUploads = [];
+const realFetch = window.fetch.bind(window);
+window.fetch = (url, init) => {
+  if (url === "/api/faces" && init && init.method === "POST") {
+    return new Promise((resolve, reject) => {
+      window.heldUploads.push(() => realFetch(url, init).then(resolve, reject));
+    });
+  }
+  return realFetch(url, init);
+};
+window.letUploadGo = () => window.heldUploads.shift()();
+"""
+
+
+def held_uploads(driver: WebDriver) -> int:
+    return driver.execute_script("return window.heldUploads.length;")
+
+
+def test_a_photo_chosen_while_start_waits_is_the_one_used(server: ServerProcess, browser: OpenBrowser) -> None:
+    """Start waits for the face upload; a newer choice made meanwhile replaces it. The first upload's
+    end must not start the session as if the chosen photo had been refused."""
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    driver.execute_script(HOLD_PHOTO_UPLOADS_JS)
+    file_input = driver.find_element("id", "face-file")
+    file_input.send_keys(str(face_path("biden.jpg")))
+    wait_for(lambda: held_uploads(driver) == 1, 5, "the first upload held")
+    driver.find_element("id", "start").click()
+    wait_for(lambda: "Waiting for the face upload" in text_of(driver, "status"), 5, "Start waiting for the upload")
+    file_input.send_keys(str(face_path("grace_hopper.jpg")))
+    wait_for(lambda: held_uploads(driver) == 2, 5, "the second upload held")
+    driver.execute_script("window.letUploadGo();")  # the replaced photo's upload ends first
+    time.sleep(1.0)
+    assert alert_text(driver).strip() == "", "no error: the newer photo is still on its way"
+    assert driver.execute_script("return window.facefuse.pc;") is None, "no session before the chosen photo is in"
+    driver.execute_script("window.letUploadGo();")
+    session_id = wait_for(lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session")
+    face_id = driver.execute_script("return window.facefuse.faceId;")
+    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
+    assert status == 200 and face_id and snapshot["face_id"] == face_id, snapshot
+    status, face = http_json("GET", f"{server.base_url}/api/faces/{face_id}")
+    height, width = face_rgb("grace_hopper.jpg").shape[:2]
+    assert status == 200 and (face["width"], face["height"]) == (width, height), "the newer photo's face"
+    assert alert_text(driver).strip() == ""
+    stop_and_see_the_session_end(driver, server)
+
+
+def test_stop_cancels_a_start_that_waits_for_an_upload(server: ServerProcess, browser: OpenBrowser) -> None:
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    driver.execute_script(HOLD_PHOTO_UPLOADS_JS)
+    driver.find_element("id", "face-file").send_keys(str(face_path("biden.jpg")))
+    wait_for(lambda: held_uploads(driver) == 1, 5, "the upload held")
+    driver.find_element("id", "start").click()
+    wait_for(lambda: "Waiting for the face upload" in text_of(driver, "status"), 5, "Start waiting for the upload")
+    stop = driver.find_element("id", "stop")
+    assert stop.is_enabled(), "Stop is the way out of a wait"
+    stop.click()
+    wait_for(lambda: "cancelled" in text_of(driver, "status"), 5, "the page says Start was cancelled")
+    assert driver.find_element("id", "start").is_enabled() and not stop.is_enabled()
+    driver.execute_script("window.letUploadGo();")
+    wait_for(lambda: driver.execute_script("return window.facefuse.faceId;"), 10, "the upload still ends")
+    time.sleep(1.0)
+    assert driver.execute_script("return window.facefuse.pc;") is None, "no session after a cancelled Start"
+    assert not live_sessions(server)
+    assert alert_text(driver).strip() == ""
 
 
 def test_which_faces_to_swap_is_chosen_on_the_page(server: ServerProcess, browser: OpenBrowser) -> None:

@@ -66,7 +66,7 @@ class Session:
         self.meter: SessionMeter | None = None  # set by the manager before negotiation, when metered
         self.face_id = face_id
         self.options = dict(options or {})
-        self.state = "new"  # new -> connecting -> live -> closed
+        self.state = "new"  # new -> connecting -> live -> closing -> closed
         self.close_reason: str | None = None
         self.created_at = time.time()
         self.stats = SessionStats()
@@ -401,6 +401,7 @@ class Session:
             await self._closed.wait()
             return
         self._close_started = True
+        self.state = "closing"  # listed so until the lease is back and the peer closed
         self.close_reason = reason
         logger.info("session %s closing: %s", self.id, reason)
         steps: tuple[tuple[str, Callable[[], Awaitable[None]]], ...] = (

@@ -451,11 +451,11 @@ def wait_for(condition: Callable[[], object], timeout: float, message: str, inte
 
 
 def live_sessions(server: ServerProcess) -> list[dict]:
-    """The sessions `GET /api/sessions` lists that are not closed."""
+    """The sessions `GET /api/sessions` lists that are neither closing nor closed."""
     status, body = http_json("GET", f"{server.base_url}/api/sessions")
     assert status == 200, body
     assert isinstance(body, dict) and isinstance(body.get("sessions"), list), body
-    return [session for session in body["sessions"] if session.get("state") != "closed"]
+    return [session for session in body["sessions"] if session.get("state") not in ("closing", "closed")]
 
 
 def text_of(driver: Any, element_id: str) -> str:

@@ -178,6 +178,37 @@ async def test_a_peer_whose_video_is_over_the_decode_limit_is_told_and_closed_be
             await large.close()
 
 
+async def test_a_session_reads_closing_while_it_closes():
+    """Closing takes a moment (the client is told, the lease returned, the peer closed): the list
+    must not call such a session live."""
+    from signaling.app_keys import SESSIONS
+
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client:
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: session.frames_received >= 3, timeout=10)
+            server_session = app[SESSIONS].get(session.session_id)
+            server_pc = server_session._pc
+            real_close, peer_closing, release = server_pc.close, asyncio.Event(), asyncio.Event()
+
+            async def close_when_released():  # holds closing at its last step while we look
+                peer_closing.set()
+                await release.wait()
+                await real_close()
+
+            server_pc.close = close_when_released
+            closing = asyncio.ensure_future(server_session.close("test", "closed_by_request"))
+            try:
+                await asyncio.wait_for(peer_closing.wait(), 5)
+                listed = await client.request("GET", "/api/sessions")
+                assert [s["state"] for s in listed["sessions"]] == ["closing"]
+            finally:
+                release.set()
+                await closing
+            assert server_session.state == "closed" and app[SESSIONS].all() == []
+            await session.close()
+
+
 async def test_a_peer_connection_that_will_not_close_does_not_hold_up_its_session(monkeypatch):
     """aiortc's close() has stalled before on a transport's task; closing goes on without it."""
     import stream.peer_close

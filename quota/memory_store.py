@@ -304,5 +304,8 @@ class MemoryStore:
                 })
         return entries
 
+    async def ping(self) -> None:
+        pass  # always there: it lives in this process
+
     async def aclose(self) -> None:
         pass

@@ -288,5 +288,9 @@ class RedisStore:
                 })
         return entries
 
+    async def ping(self) -> None:
+        with self._errors("ping"):
+            await self._client.ping()
+
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -90,4 +90,7 @@ class QuotaStore(Protocol):
         """Newest first: {"kind": "credit", "amount", "idempotency_key", "at"} and
         {"kind": "session", "lease_id", "session_id", "spent", "open", "at"} (spent in micro-tokens)."""
 
+    async def ping(self) -> None:
+        """Returns when the store answers; StoreUnavailable when it cannot."""
+
     async def aclose(self) -> None: ...

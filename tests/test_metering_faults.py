@@ -1,8 +1,10 @@
 """Metering when Redis misbehaves, and two server nodes spending one account."""
 
 import asyncio
+import signal
 import time
 
+import aiohttp
 import pytest
 import redis.asyncio as redis_asyncio
 
@@ -51,6 +53,40 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             charged = 100 - account["balance"]
             print(f"processed {processed} frames, charged {charged:.4f} tokens")
             assert charged == pytest.approx(processed / 30, abs=0.01), "charged exactly once for what was processed"
+
+
+async def health(url: str) -> tuple[int, dict, float]:
+    started = time.monotonic()
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{url}/healthz") as response:
+            return response.status, await response.json(), time.monotonic() - started
+
+
+async def test_healthz_tells_a_load_balancer_when_the_quota_store_is_gone(redis_server):
+    """Without Redis a metered node accepts no offer (503): its health check must say so, and
+    answer in time also when Redis takes connections but never replies (stopped with SIGSTOP)."""
+    async with running_server(metered_settings(redis_server.url)) as (url, _app):
+        status, body, _ = await health(url)
+        assert (status, body["status"], body["quota_store"]) == (200, "ok", "ok")
+
+        redis_server.process.send_signal(signal.SIGSTOP)
+        try:
+            status, body, took = await health(url)
+        finally:
+            redis_server.process.send_signal(signal.SIGCONT)
+        print(f"healthz with a silent Redis: {status} {body['status']!r} in {took:.2f} s")
+        assert (status, body["status"], body["quota_store"]) == (503, "quota store unavailable", "unavailable")
+        assert took < 1.8, "the probe answers before a load balancer gives up on it"
+
+        redis_server.stop(kill=True)
+        status, body, _ = await health(url)
+        assert (status, body["quota_store"]) == (503, "unavailable")
+
+        redis_server.start()
+        deadline = time.monotonic() + 10
+        while (status := (await health(url))[0]) != 200 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert status == 200, "healthy again once Redis is back"
 
 
 async def test_script_flush_mid_session_is_survived(redis_server):

@@ -2,28 +2,57 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from aiohttp import web
 
-from signaling.app_keys import DEVICE, RUNNER, SESSIONS, SETTINGS
+from quota.errors import StoreUnavailable
+from quota.store import QuotaStore
+from signaling.app_keys import ACCOUNTS, DEVICE, RUNNER, SESSIONS, SETTINGS
 
+logger = logging.getLogger(__name__)
 routes = web.RouteTableDef()
+
+# A health probe must answer before a load balancer's own timeout (often 1-2 s), also
+# when Redis accepts connections but never replies.
+STORE_PING_TIMEOUT_S = 1.0
+
+
+async def _store_reachable(store: QuotaStore) -> bool:
+    try:
+        async with asyncio.timeout(STORE_PING_TIMEOUT_S):
+            await store.ping()
+    except (StoreUnavailable, TimeoutError) as exc:
+        logger.warning("health check: quota store unavailable: %s", exc or "no answer")
+        return False
+    return True
 
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
+    """503 when this node cannot start sessions: its worker stopped, or the quota store
+    (without which no offer is accepted) does not answer."""
     runner = request.app[RUNNER]
-    status = 200 if runner.running else 503
+    store_ok = await _store_reachable(request.app[ACCOUNTS].store)
+    if not runner.running:
+        status = "worker stopped"
+    elif not store_ok:
+        status = "quota store unavailable"
+    else:
+        status = "ok"
     timer = getattr(runner.chain, "timer", None)  # face chains time their stages
     return web.json_response(
         {
-            "status": "ok" if runner.running else "worker stopped",
+            "status": status,
             "chain": runner.chain.name,
             "device": request.app[DEVICE],
+            "quota_store": "ok" if store_ok else "unavailable",
             "sessions": len(request.app[SESSIONS].all()),
             "scheduler": runner.stats(),
             "chain_stages_ms": timer.means() if timer is not None else None,
         },
-        status=status,
+        status=200 if status == "ok" else 503,
     )
 
 

@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 STORE_RETRY_S = 1.0  # a dead store, or a lease the account could not refill, is asked again after this
 THROTTLED_REFRESH_S = 2.0  # while slow or crawling, the balance is read this often (a top-up shows soon)
 LATE_CLOSE_RETRY_S = 2.0  # a lease that could not be returned at once is tried again this often, for a TTL
+# How long close() waits for the store before handing the return to the background: a Redis that
+# takes connections but never answers held every close (a DELETE, a shutdown) for about 13 s.
+CLOSE_WAIT_S = 2.0
 
 # Returns still being retried after their sessions ended: task -> (meter, seq of its close).
 _late_closes: dict[asyncio.Task[None], tuple[SessionMeter, int]] = {}
@@ -249,10 +252,12 @@ class SessionMeter:
         self._closed = True
         self._renew_wanted.set()
         seq = self._sent_seq + 1  # beyond any renew that may have been applied; the same for every retry
-        for attempt in range(3):
-            if await self._try_close(seq):
-                return
-            await asyncio.sleep(0.2 * (attempt + 1))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CLOSE_WAIT_S):  # a cut-off return is safe to repeat: same seq
+                for attempt in range(3):
+                    if await self._try_close(seq):
+                        return
+                    await asyncio.sleep(0.2 * (attempt + 1))
         # The store settles a lease it stops hearing from as spent up to the last renewal, so what
         # was spent since would go unpaid: keep trying in the background for a TTL, if anything was.
         if self._spent_total == self._reported:

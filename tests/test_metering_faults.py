@@ -89,6 +89,38 @@ async def test_healthz_tells_a_load_balancer_when_the_quota_store_is_gone(redis_
         assert status == 200, "healthy again once Redis is back"
 
 
+async def test_sigterm_with_a_silent_redis_still_stops_the_server_soon(redis_server, tmp_path):
+    """A Redis that takes connections but never answers (SIGSTOP) held shutdown 26-28 s, close to
+    the 30 s after which an orchestrator kills the process: each lease return waited on its socket
+    timeout three times, then once more at the last try."""
+    node = ServerProcess(tmp_path / "node.log", chain="invert", extra_args=("--admin-key", ADMIN, "--redis-url", redis_server.url))
+    exit_code = None
+    try:
+        node.wait_ready()
+        async with FacefuseClient(node.base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "sol", balance=100)
+        async with FacefuseClient(node.base_url, api_key=key) as sol:
+            sessions = [await sol.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240, tag=n)) for n in range(2)]
+            await wait_until(lambda: all(s.frames_received >= 5 for s in sessions), timeout=10)
+            redis_server.process.send_signal(signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                exit_code = await asyncio.to_thread(node.terminate, 30)
+                took = time.monotonic() - started
+            finally:
+                redis_server.process.send_signal(signal.SIGCONT)
+            for session in sessions:
+                await session.close()
+    finally:
+        if exit_code is None:
+            node.terminate()
+    log = node.log_path.read_text(errors="replace")  # closed by terminate
+    print(f"SIGTERM with a silent Redis: exit {exit_code} after {took:.1f} s")
+    assert exit_code == 0, log[-4000:]
+    assert took < 12, "shutdown waits a bounded time for a store that does not answer"
+    assert "could not return lease" in log, "the unreturned leases are logged"
+
+
 async def test_script_flush_mid_session_is_survived(redis_server):
     settings = metered_settings(redis_server.url, lease_s=0.5, slow_below_s=1.0, crawl_below_s=0.5)
     async with running_server(settings) as (url, app):

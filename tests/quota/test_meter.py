@@ -1,6 +1,7 @@
 """The session meter against the in-memory store: leases, renewals, levels, grace, outages."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -400,6 +401,45 @@ async def test_a_lease_with_nothing_unreported_is_not_retried_after_close(monkey
     flaky.up = False
     await meter.close()  # spent nothing: the store's settling at the TTL gives the same
     assert quota.meter._late_closes == {}
+
+
+class SilentStore(FlakyStore):
+    """Off means connected but never answering, like a Redis stopped with SIGSTOP."""
+
+    def __getattr__(self, name):
+        operation = getattr(self.store, name)
+
+        async def call(*args, **kwargs):
+            while not self.up:
+                await asyncio.sleep(0.01)
+            return await operation(*args, **kwargs)
+
+        return call
+
+
+async def test_a_store_that_never_answers_holds_close_for_close_wait_s_only(monkeypatch):
+    """A DELETE or a shutdown waited about 13 s on a silent Redis (three tries on its socket timeout):
+    close hands the return to the background after CLOSE_WAIT_S, and it is made once the store answers."""
+    import quota.meter
+
+    monkeypatch.setattr(quota.meter, "CLOSE_WAIT_S", 0.3)
+    monkeypatch.setattr(quota.meter, "LATE_CLOSE_RETRY_S", 0.05)
+    silent = SilentStore(MemoryStore())
+    meter, _, _, _ = await make_meter(100, store=silent)
+    await meter.open()
+    spend(meter, 60)
+    silent.up = False
+    started = time.monotonic()
+    await meter.close()
+    assert time.monotonic() - started < 1.0, "close waited past CLOSE_WAIT_S"
+    assert len(quota.meter._late_closes) == 1, "what was spent is still to be returned"
+    silent.up = True
+    for _ in range(100):
+        if not quota.meter._late_closes:
+            break
+        await asyncio.sleep(0.02)
+    assert quota.meter._late_closes == {}
+    assert await balance_of(silent.store) == pytest.approx(98, abs=1e-4), "charged the 2 s once"
 
 
 async def test_leases_still_being_returned_get_a_last_try_at_shutdown(monkeypatch):

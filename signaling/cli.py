@@ -198,6 +198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             create_app(settings), host=settings.http.host, port=settings.http.port, print=None,
             shutdown_timeout=SHUTDOWN_WAIT_S,
         )
+    except web.GracefulExit:  # a second SIGINT/SIGTERM, raised while the first one's shutdown ran
+        print(
+            "facefuse: a second signal during shutdown: stopped at once; sessions not yet closed were "
+            "dropped (the store settles their leases after its TTL)",
+            file=sys.stderr,
+        )
+        return 1
     except (UnknownChain, DeviceUnavailable, ModelFileError, StoreUnavailable) as exc:
         print(f"facefuse: {exc}", file=sys.stderr)
         return 2

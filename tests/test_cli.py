@@ -2,6 +2,7 @@
 
 import asyncio
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -120,6 +121,37 @@ async def test_signal_stops_the_server_cleanly_with_a_live_session(sig):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_second_signal_during_shutdown_stops_at_once_and_says_so():
+    """An operator pressing Ctrl+C twice: the first shutdown is held by an upload in progress (up
+    to 3 s); the second signal ends it at once, with a line that says what was skipped."""
+    process, url = start_server("--chain", "passthrough")
+    try:
+        asyncio.run(wait_healthy_once(url, process))
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as stalled:  # an upload that stops sending
+            stalled.sendall(b"POST /api/faces HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                            b"Content-Length: 100000\r\n\r\n--b\r\n")
+            time.sleep(0.3)
+            process.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            assert process.poll() is None, "the first signal's shutdown waits for the upload"
+            started = time.monotonic()
+            process.send_signal(signal.SIGINT)
+            output, _ = process.communicate(timeout=10)
+        assert time.monotonic() - started < 2, "the second signal did not stop it at once"
+        assert process.returncode == 1, output
+        assert "a second signal during shutdown" in output and "Traceback" not in output, output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def wait_healthy_once(url: str, process: subprocess.Popen) -> None:
+    async with FacefuseClient(url) as client:
+        await wait_healthy(client, process)
 
 
 @pytest.mark.parametrize(

@@ -130,47 +130,70 @@ def openness(points: torch.Tensor) -> torch.Tensor:
 
 def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True, resolution: int | None = None) -> FaceMasks:
     """The masks of each face from its target mesh points [N, 468, 2+] in region pixels, as
-    R x R maps (R = size). resolution (default R): the side at which they are drawn and
-    feathered, then scaled up bilinearly; the maps are smooth but for their edges, so half of R
-    keeps their shape (edges about a region pixel softer) for a quarter of the pixels."""
+    R x R maps (R = size). resolution (default R): the side at which the oval's maps are drawn
+    and feathered, then scaled up bilinearly; they are smooth but for their edges, so half of R
+    keeps their shape (edges about a region pixel softer) for a quarter of the pixels. The open
+    eyes and mouth are always taken out at R: at half of the CPU's 192 an eye's opening is two
+    or three pixels tall, too coarse to keep it and not its lids."""
     xy = points[..., :2].float()
     if resolution is None or resolution == size:
-        return _face_masks(xy, size, keep_eyes_mouth, scaled_up=False)
-    masks = _face_masks(xy * (resolution / size), resolution, keep_eyes_mouth, scaled_up=True)
-    maps = torch.cat((masks.alpha, masks.hard, masks.skin, masks.support), dim=1)
-    maps = F.interpolate(maps, size=(size, size), mode="bilinear", align_corners=False)
-    return FaceMasks(*maps.split(1, dim=1))
+        oval = _oval_masks(xy, size)
+    else:
+        half = _oval_masks(xy * (resolution / size), resolution)
+        maps = torch.cat((half.alpha, half.hard, half.skin, half.support), dim=1)
+        oval = FaceMasks(*F.interpolate(maps, size=(size, size), mode="bilinear", align_corners=False).split(1, dim=1))
+    if not keep_eyes_mouth:
+        return oval
+    unit = size / 256.0
+    kept = _open_parts(xy, size)
+    alpha = oval.alpha * (1.0 - box_blur(kept, max(1, round(1 * unit))))
+    return FaceMasks(alpha=alpha, hard=oval.hard * (1.0 - kept), skin=oval.skin, support=oval.support)
 
 
-def _face_masks(xy: torch.Tensor, size: int, keep_eyes_mouth: bool, scaled_up: bool) -> FaceMasks:
-    unit = size / 256.0  # the kernel sizes below were tuned at R = 256
-    erosion, feather = round(8 * unit), round(3 * unit)  # feather reach 3 x 3 = 9 < erosion + 1
-    hole_grow, hole_feather = round(2 * unit), round(1 * unit)
-    reach = round(16 * unit)  # how far the blend's coarse bands may spread past the oval
-    hole_passes = 3
-    if scaled_up and not hole_feather:
-        # at the CPU chain's half-size masks (96 for R = 192) the holes' feather rounds to nothing,
-        # and scaled up their rims showed the half-size staircase (2.3 times as rough as at full
-        # size, tests/pipeline/test_mesh_swap.py): one pass of the smallest box instead
-        hole_feather, hole_passes = 1, 1
+def grown_outline(outline: torch.Tensor, by: float) -> torch.Tensor:
+    """A closed, roughly convex outline [N, V, 2] moved `by` pixels outwards, each vertex away
+    from the outline's centre (an eye's lids: a pixel or so, not a whole dilation's square)."""
+    centre = outline.mean(dim=1, keepdim=True)
+    away = outline - centre
+    return outline + away / away.norm(dim=-1, keepdim=True).clamp_min(1e-6) * by
 
-    # the four polygons in one fill: each padded to the oval's length by repeating its last
-    # vertex (an edge of length 0 crosses no row)
-    polygons = [FACE_OVAL, EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, INNER_LIPS]
+
+def _parts(xy: torch.Tensor, size: int) -> torch.Tensor:
+    """[N, 3, R, R] {0, 1}: the image-left eye's, the image-right eye's and the mouth's openings,
+    each drawn 1.5 region pixels (at 256) out past its lids or lips, so that its feather lies on
+    them rather than inside: the opening is the target's from about 1.5 px in. The 2-pixel square
+    dilation this replaced kept the target's lashes and lid margins on every swap, and with them
+    much of who the face is (SFace at steady state: 18 -> 20 of 24 pairs nearer the source)."""
+    unit = size / 256.0  # tuned at R = 256
+    polygons = [EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, INNER_LIPS]
+    outlines = [xy[:, list(polygon)] for polygon in polygons]
+    outlines = [grown_outline(outline, 1.5 * unit) for outline in outlines]
+    # in one fill: each padded to the longest by repeating its last vertex (an edge of length 0
+    # crosses no row)
     longest = max(len(polygon) for polygon in polygons)
-    padded = [xy[:, list(polygon) + [polygon[-1]] * (longest - len(polygon))] for polygon in polygons]
-    filled = polygon_masks(torch.stack(padded, dim=1).flatten(0, 1), size).view(-1, 4, size, size)
-    oval = filled[:, :1]
-    parts = dilate(filled[:, 1:], hole_grow)  # [N, 3, R, R]: eye, eye, mouth
+    padded = [torch.cat((outline, outline[:, -1:].expand(-1, longest - outline.shape[1], -1)), dim=1) for outline in outlines]
+    filled = polygon_masks(torch.stack(padded, dim=1).flatten(0, 1), size).view(-1, 3, size, size)
+    return filled
 
+
+def _open_parts(xy: torch.Tensor, size: int) -> torch.Tensor:
+    """[N, 1, R, R] in [0, 1]: the eyes and mouth as far as each is open."""
+    weight = openness(xy)[:, :, None, None]  # [N, 3, 1, 1]
+    return (_parts(xy, size) * weight).amax(dim=1, keepdim=True)
+
+
+def _oval_masks(xy: torch.Tensor, size: int) -> FaceMasks:
+    """The oval's maps, the eyes and mouth not taken out (skin, for colour statistics, excepted)."""
+    unit = size / 256.0  # the kernel sizes below were tuned at R = 256
+    # feather reach 3 x 2 = 6 < erosion + 1. The band inside the outline where the target still
+    # shows was 8 + 9 px: 6 + 6 lets more of the source face show (SFace, steady state: 20 -> 21
+    # of 24 pairs nearer the source), no seam seen on the test portraits (the hard poses' edge
+    # energy x1.05 -> x1.09, their limit 1.3)
+    erosion, feather = round(6 * unit), round(2 * unit)
+    reach = round(16 * unit)  # how far the blend's coarse bands may spread past the oval
+    oval = polygon_masks(xy[:, list(FACE_OVAL)], size)
     core = erode(oval, erosion)
-    skin = core * (1.0 - parts.amax(dim=1, keepdim=True))
+    skin = core * (1.0 - _parts(xy, size).amax(dim=1, keepdim=True))
     # the face's feather and the support's softening share a radius: blurred together
     alpha, support = box_blur(torch.cat((core, dilate(oval, reach)), dim=1), feather).split(1, dim=1)
-    hard = oval
-    if keep_eyes_mouth:
-        weight = openness(xy)[:, :, None, None]  # [N, 3, 1, 1]
-        kept = (parts * weight).amax(dim=1, keepdim=True)
-        hard = oval * (1.0 - kept)
-        alpha = alpha * (1.0 - box_blur(kept, hole_feather, hole_passes))
-    return FaceMasks(alpha=alpha, hard=hard, skin=skin, support=support)
+    return FaceMasks(alpha=alpha, hard=oval, skin=skin, support=support)

@@ -277,3 +277,24 @@ def test_masks_drawn_at_half_the_side_keep_their_shape(size: int) -> None:
     mouth = polygon_masks(region_points[:, INNER_LIPS], size)
     mouth = 1.0 - F.max_pool2d(1.0 - mouth, 5, stride=1, padding=2)  # well inside the opening
     assert float(half.hard[mouth > 0.5].max()) < 0.05 and float(half.alpha[mouth > 0.5].max()) < 0.05
+
+
+@pytest.mark.parametrize("size, resolution", [(256, None), (192, 96)], ids=["256 as on CUDA", "192 at 96 as the CPU chain"])
+def test_open_eyes_keep_the_targets_opening_and_the_sources_lids(size: int, resolution: int | None) -> None:
+    """The target's open eye is its opening: inside, the target shows; the lid margins and lashes
+    around it are the source's. A wider kept rim put the target's lashes on every swapped face,
+    and with them much of who it is (SFace: 18 of 24 pairs nearer the source, 20 without it)."""
+    frame, points = target("obama.jpg")  # eyes open
+    swapper = MeshSwapper(CPU, region_size=size)
+    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
+    masks = face_masks(region_points, size, resolution=resolution)
+    unit = size / 256
+    for eye in (EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT):
+        opening = polygon_masks(region_points[:, eye], size)
+        within = 1.0 - F.max_pool2d(1.0 - opening, 5, stride=1, padding=2)  # 2 px inside the lids
+        grown = lambda px: F.max_pool2d(opening, 2 * px + 1, stride=1, padding=px)  # noqa: E731
+        lids = (grown(round(5 * unit)) - grown(round(2 * unit))) > 0.5  # 3 px wide, from 2 px out
+        inside, rim = float(masks.alpha[within > 0.5].max()), float(masks.alpha[lids].mean())
+        print(f"\nalpha of the swapped face: at most {inside:.3f} inside the opening, {rim:.3f} on the lids round it")
+        assert inside < 0.05, "the target's eye shows inside its opening"
+        assert rim > 0.9, "the lids round it are the source's"

@@ -87,11 +87,14 @@ class SessionTracks:
 @dataclass(frozen=True, eq=False)
 class FaceCrop:
     """Where to crop one face: box [4] and eyes [2, 2] for `crop_faces`. track_id None: a
-    detected face no track holds yet."""
+    detected face no track holds yet. from_detection: the box is the detector's, not the extent
+    of the face's last landmarks (FaceMesh reads some faces 5-7 % larger from a detector's box than
+    from its own points' extent: the chain meshes such a crop again from the first mesh)."""
 
     track_id: int | None
     box: torch.Tensor
     eyes: torch.Tensor
+    from_detection: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,14 +190,14 @@ class Tracker:
         eyes = detections.keypoints[:, :2]
         recovered = {tracks[t].id: d for d, t in matched.items() if tracks[t].misses}
         crops = [
-            FaceCrop(crop.track_id, detections.boxes[recovered[crop.track_id]], eyes[recovered[crop.track_id]])
+            FaceCrop(crop.track_id, detections.boxes[recovered[crop.track_id]], eyes[recovered[crop.track_id]], from_detection=True)
             if crop.track_id in recovered
             else crop
             for crop in plan.crops
         ]
         room = self.settings.max_faces - len(tracks)
         new = [d for d in range(len(found)) if d not in matched][: max(room, 0)]
-        return tuple(crops) + tuple(FaceCrop(None, detections.boxes[d], eyes[d]) for d in new)
+        return tuple(crops) + tuple(FaceCrop(None, detections.boxes[d], eyes[d], from_detection=True) for d in new)
 
     # -- updating ---------------------------------------------------------------------------
 

@@ -94,6 +94,28 @@ def test_a_still_frame_gives_a_still_swap(chain_and_faces):
     assert max(changes[10:]) < 0.5
 
 
+@pytest.mark.parametrize("name", ["obama.jpg", "biden.jpg"])
+def test_a_new_faces_first_frame_is_meshed_as_its_next_ones(chain_and_faces, name):
+    """A new face is cropped from the detector's box, every later frame from its own landmarks;
+    FaceMesh read obama.jpg 6.6 % larger from the detector's crop, so its first frame was swapped
+    larger (and then shrank). The chain meshes such a crop again from its own points."""
+    chain, _, face_id = chain_and_faces
+    target = face_i420(name)
+    session = f"first-{name}"
+    meshes = []
+    for _ in range(3):
+        chain.run([ChainItem(session, target, {"face_id": face_id})])
+        [track] = chain.tracker.tracks(session)
+        meshes.append(track.points[:, :2].clone())
+    chain.forget_session(session)
+    inter_ocular = float((meshes[-1][263] - meshes[-1][33]).norm())
+    centred = [mesh - mesh.mean(dim=0) for mesh in meshes]
+    scale = float(centred[0].norm() / centred[-1].norm())
+    moved = float((meshes[0] - meshes[-1]).norm(dim=1).mean()) / inter_ocular
+    print(f"{name}: first frame's mesh {scale:.3f} x the third's, {moved:.4f} IOD apart")
+    assert abs(scale - 1) < 0.01 and moved < 0.01
+
+
 def test_a_session_that_changes_its_frame_size_is_swapped_as_a_fresh_one(chain_and_faces):
     """A browser adapting to the network sends 320x240 after 640x480: the face's tracked points
     are in the old frame's pixels, so the first smaller frame must come out as a new session's

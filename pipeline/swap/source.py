@@ -104,7 +104,7 @@ def analyse_source(
     image = F.interpolate(image, size=(size, size), mode="bilinear", align_corners=False, antialias=side > size)[0]
     image, in_photo = image.clamp(0.0, 1.0).split((3, 1))
     crop_points = ((xy - torch.tensor([x0, y0], device=device, dtype=xy.dtype)) * (size / side)).contiguous()
-    return SourceFace(image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo))
+    return SourceFace(image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo, image))
 
 
 # Quarter turns tried, in order, when a photo shows no face as it is: on its side either way is

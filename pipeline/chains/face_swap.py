@@ -42,6 +42,7 @@ from pipeline.swap.learned_swapper import LearnedSwapper
 from pipeline.swap.pose_gate import pose_weight
 from pipeline.stage_timer import StageTimer
 from pipeline.tracking import Observation, Track, Tracker, stack_crops
+from pipeline.tracking.tracker import MAX_COORDINATE
 
 
 # SFace cosine from which a face counts as the reference person (models.md: the same person
@@ -73,7 +74,8 @@ class FaceSwapChain:
         self.mesher = FaceMesher(device, half=half)
         # The face region's resolution: 192 px on the CPU cuts the swap stage by a third (34 -> 23 ms
         # per face on a 2-core machine); the GPU has room for 256. On the CPU the masks are drawn
-        # at half that side (masks.py): 8.0 -> 4.1 ms per face on one thread.
+        # at half that side (masks.py): 8.0 -> 4.1 ms per face on one thread; the eyes' and mouth's
+        # holes are drawn at full size since (the masks 1.3-1.4 -> 1.8-2.5 ms in another measurement).
         on_cuda = device.type == "cuda"
         region_size = 256 if on_cuda else 192
         self.swapper = MeshSwapper(
@@ -325,11 +327,16 @@ class FaceSwapChain:
         points, MediaPipe's tracking crop, where both meshes found a face. FaceMesh read
         obama.jpg 6.6 % larger from the detector's box than from that crop (1.3-5.2 % the other
         test portraits), so a face's first frame was swapped larger than its next ones."""
-        at = torch.tensor(rows, device=points.device)
-        boxes, eyes = boxes_from_points(points[at])
+        at = torch.tensor(rows).to(points.device, non_blocking=True)
+        first = points[at]
+        # a broken first mesh (NaN, or far off the frame) must not steer a crop: cropped at 0 instead,
+        # and the first mesh kept, for the tracker to judge
+        sound = (first.abs() < MAX_COORDINATE).flatten(1).all(dim=1)
+        boxes, eyes = boxes_from_points(torch.where(sound[:, None, None], first, torch.zeros_like(first)))
         # (their frames are converted whole already: the detector read them)
         again, again_scores = self._mesh(frames_rgb, boxes, eyes, index[at])
-        found = (scores[at] > self.tracker.settings.min_score) & (again_scores > self.tracker.settings.min_score)
+        good = self.tracker.settings.min_score
+        found = sound & (scores[at] >= good) & (again_scores >= good) & (again.abs() < MAX_COORDINATE).flatten(1).all(dim=1)
         points, scores = points.clone(), scores.clone()
         points[at] = torch.where(found[:, None, None], again, points[at])
         scores[at] = torch.where(found, again_scores, scores[at])

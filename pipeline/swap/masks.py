@@ -161,10 +161,11 @@ def grown_outline(outline: torch.Tensor, by: float) -> torch.Tensor:
 
 def _parts(xy: torch.Tensor, size: int) -> torch.Tensor:
     """[N, 3, R, R] {0, 1}: the image-left eye's, the image-right eye's and the mouth's openings,
-    each drawn 1.5 region pixels (at 256) out past its lids or lips, so that its feather lies on
-    them rather than inside: the opening is the target's from about 1.5 px in. The 2-pixel square
-    dilation this replaced kept the target's lashes and lid margins on every swap, and with them
-    much of who the face is (SFace at steady state: 18 -> 20 of 24 pairs nearer the source)."""
+    each drawn about 1.5 region pixels (at 256; less near an eye's corners) out past its lids or
+    lips. Within that the target shows (the `hard` mask), and the source's feather rises from
+    there over about 3 px. The 2-pixel square dilation this replaced, with its feather, kept more
+    of the target's lashes and lid margins on every swap, and with them much of who the face is
+    (SFace at steady state: 18 -> 20 of 24 pairs nearer the source)."""
     unit = size / 256.0  # tuned at R = 256
     polygons = [EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, INNER_LIPS]
     outlines = [xy[:, list(polygon)] for polygon in polygons]
@@ -180,7 +181,9 @@ def _parts(xy: torch.Tensor, size: int) -> torch.Tensor:
 def _oval_masks(xy: torch.Tensor, size: int) -> FaceMasks:
     """The oval's maps, the eyes and mouth not taken out yet (skin: the eroded oval)."""
     unit = size / 256.0  # the kernel sizes below were tuned at R = 256
-    # feather reach 3 x 2 = 6 < erosion + 1. The band inside the outline where the target still
+    # feather reach 3 x 2 = 6 < erosion + 1 at 256 (at 192 and 96 the rounding gives reach 6 and
+    # 3 for erosion 4 and 2: a few per cent of alpha reach the outline, where `hard` cuts them
+    # off). The band inside the outline where the target still
     # shows was 8 + 9 px: 6 + 6 lets more of the source face show (SFace, steady state: 20 -> 21
     # of 24 pairs nearer the source), no seam seen on the test portraits (the hard poses' edge
     # energy x1.05 -> x1.09, their limit 1.3)

@@ -28,8 +28,9 @@ class SourceFace:
     (pixel (i, j) covers [i, i+1) x [j, j+1)); both on the swapper's device. controls [K] long:
     the points the warp's spline goes through (warp.spline_controls; chosen here when not given).
     skin [1, S, S] in [0, 1]: where the image shows the face itself, not its backdrop or padding,
-    from the outline and the photo's extent alone (source_skin.py; worked out here when not given,
-    with the whole crop taken as photo)."""
+    from the outline, the photo's extent and, at upload, hair hanging over the forehead
+    (source_skin.py; worked out here from the outline alone when not given, the whole crop taken as
+    photo)."""
 
     image: torch.Tensor
     points: torch.Tensor

@@ -69,7 +69,7 @@ def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor)
     outside above the brows (grown from there a pixel at a time), with its small gaps closed (a
     lighter strand, a parting), so that a wrinkle, a mole or a shadow in the middle of the
     forehead stays the face's. Blonde or grey hair over skin as bright is not seen. Once per
-    upload: the host reads two medians and the growth's end."""
+    upload: the host reads a few sums and medians, and each step of the growth."""
     size = image.shape[-1]
     xy = points[:, :2].float()
     width = float(xy[list(FACE_OVAL), 0].amax() - xy[list(FACE_OVAL), 0].amin())
@@ -86,7 +86,7 @@ def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor)
     skin = torch.maximum(luma[cheeks].median(), torch.quantile(luma[forehead], 0.8)).clamp_min(1e-3)
     allowed = (forehead & (luma < HAIR_BELOW * skin)) | (above_brows & ~inside)
     hair = above_brows & ~inside
-    for _ in range(size):  # grown into the dark pixels until it stops (the forehead's height, at most)
+    for _ in range(size):  # grown into the dark pixels until it stops (a few dozen steps on the test portraits)
         grown = F.max_pool2d(hair.float(), 3, stride=1, padding=1).bool() & allowed
         if bool((grown == hair).all()):
             break

@@ -5,7 +5,8 @@ A pure policy in the manner of the batch policy: it calls no model. For each bat
    (from its smoothed landmarks in the session's previous frame),
 2. runs the detector on those frames in one call, and asks `crops` for each session's full crop
    list (the planned crops, plus detections of faces that are new or were lost),
-3. crops and meshes every face of the batch in one call, and hands the mesh points (in frame
+3. crops and meshes every face of the batch in one call (a face cropped from a detector's box
+   once more, from its first mesh's extent), and hands the mesh points (in frame
    pixels) to `update`, which smooths all seen faces of all sessions in one One-Euro step.
 
 A face whose mesh fails (score under `min_score`, or no crop) is held: it keeps its last smoothed

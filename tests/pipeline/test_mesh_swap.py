@@ -281,9 +281,10 @@ def test_masks_drawn_at_half_the_side_keep_their_shape(size: int) -> None:
 
 @pytest.mark.parametrize("size, resolution", [(256, None), (192, 96)], ids=["256 as on CUDA", "192 at 96 as the CPU chain"])
 def test_open_eyes_keep_the_targets_opening_and_the_sources_lids(size: int, resolution: int | None) -> None:
-    """The target's open eye is its opening: inside, the target shows; the lid margins and lashes
-    around it are the source's. A wider kept rim put the target's lashes on every swapped face,
-    and with them much of who it is (SFace: 18 of 24 pairs nearer the source, 20 without it)."""
+    """The target's open eye is its opening: inside, the target shows; from 2 px past the lids the
+    source's face is all but fully blended in (alpha; within the first 1.5 px the target's own lid
+    still shows). The wider kept rim before put the target's lashes on every swapped face, and with
+    them much of who it is (SFace: 18 of 24 pairs nearer the source, 20 without it)."""
     frame, points = target("obama.jpg")  # eyes open
     swapper = MeshSwapper(CPU, region_size=size)
     region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
@@ -293,7 +294,7 @@ def test_open_eyes_keep_the_targets_opening_and_the_sources_lids(size: int, reso
         opening = polygon_masks(region_points[:, eye], size)
         within = 1.0 - F.max_pool2d(1.0 - opening, 5, stride=1, padding=2)  # 2 px inside the lids
         grown = lambda px: F.max_pool2d(opening, 2 * px + 1, stride=1, padding=px)  # noqa: E731
-        lids = (grown(round(5 * unit)) - grown(round(2 * unit))) > 0.5  # 3 px wide, from 2 px out
+        lids = (grown(round(5 * unit)) - grown(round(2 * unit))) > 0.5  # from 2 px out to 5 (at 256)
         inside, rim = float(masks.alpha[within > 0.5].max()), float(masks.alpha[lids].mean())
         print(f"\nalpha of the swapped face: at most {inside:.3f} inside the opening, {rim:.3f} on the lids round it")
         assert inside < 0.05, "the target's eye shows inside its opening"

@@ -104,6 +104,7 @@
   function setStatus(text, kind = "info") {
     ui.status.textContent = text;
     ui.status.dataset.kind = kind;
+    ui.status.hidden = false;
     // an error's summary is also in the alert below, which screen readers announce: not twice
     ui.status.setAttribute("aria-live", kind === "error" ? "off" : "polite");
   }
@@ -111,6 +112,8 @@
   function showError(summary, detail) {
     setStatus(summary, "error");
     ui.error.textContent = detail ? `${summary} ${detail}` : summary;
+    // the alert box says it all, right below: the same summary twice on screen reads as two errors
+    ui.status.hidden = true;
   }
 
   // Clears the alert; a status line still showing an error goes back to what is going on now.

@@ -139,6 +139,8 @@ def test_failed_connection_shows_a_message_and_ends_the_session(server: ServerPr
     shown = wait_for(lambda: alert_text(driver).strip(), 30, "an error in role=alert", 0.25)
     assert "connection to the server failed" in shown.lower(), shown
     assert "failed" in text_of(driver, "status").lower()
+    # said once on screen: the alert box, not the status line above it as well
+    assert not driver.find_element("id", "status").is_displayed()
     assert driver.execute_script("return window.facefuse.pc;") is None
     assert driver.find_element("id", "start").is_enabled()
     wait_for(lambda: not live_sessions(server), 5, "the failed session was ended")
@@ -176,6 +178,7 @@ def test_rejected_upload_shows_the_servers_message(server: ServerProcess, browse
     wait_for(lambda: driver.execute_script("return window.facefuse.referenceId;"), 10, "the good photo uploaded")
     assert alert_text(driver).strip() == ""
     assert driver.execute_script("return document.getElementById('status').dataset.kind;") != "error", text_of(driver, "status")
+    assert driver.find_element("id", "status").is_displayed()
 
 
 def test_a_face_the_server_no_longer_has_is_asked_for_again(server: ServerProcess, browser: OpenBrowser) -> None:

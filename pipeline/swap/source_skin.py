@@ -36,6 +36,10 @@ FEATHER = 0.02
 HAIR_BELOW = 0.8
 HAIR_SMOOTHING = 0.03
 HAIR_GAP = 0.03
+# The skin right under a fringe lies in its shadow and the hair's edge is soft: the hair found is
+# moved down by this much too (without it a dark line was left along the fringe's edge on every
+# target), though not into the brows.
+HAIR_SHADOW = 0.03
 
 
 def source_skin(
@@ -65,11 +69,12 @@ def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor)
 
     Hair over a forehead is far darker than the skin around it: a pixel is dark by its smoothed
     brightness against the skin's (the cheeks' median, or the forehead's own 80th percentile when
-    brighter: a forehead catches more light). Hair is the dark pixels joined to the outline's
-    outside above the brows (grown from there a pixel at a time), with its small gaps closed (a
-    lighter strand, a parting), so that a wrinkle, a mole or a shadow in the middle of the
-    forehead stays the face's. Blonde or grey hair over skin as bright is not seen. Once per
-    upload: the host reads a few sums and medians, and each step of the growth."""
+    brighter: a forehead catches more light). Hair is the dark pixels joined to the
+    outline's outside above the brows (grown from there a pixel at a time), with its small gaps
+    closed (a lighter strand, a parting), so that a wrinkle, a mole or a shadow in the middle of
+    the forehead stays the face's; then grown down by HAIR_SHADOW, short of the brows. Blonde or
+    grey hair over skin as bright is not seen. Once per upload: the host reads a few sums and
+    medians, and each step of the growth."""
     size = image.shape[-1]
     xy = points[:, :2].float()
     width = float(xy[list(FACE_OVAL), 0].amax() - xy[list(FACE_OVAL), 0].amin())
@@ -79,7 +84,8 @@ def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor)
     eyes_to_mouth = xy[MOUTH_LIPS[0], 1] - eyes_y
     inside = oval > 0.5
     cheeks = inside & (rows > eyes_y + 0.15 * eyes_to_mouth) & (rows < eyes_y + 0.9 * eyes_to_mouth)
-    above_brows = rows < xy[list(BROW_IMAGE_LEFT + BROW_IMAGE_RIGHT), 1].amin()
+    brows_top = brow_line(xy, size)  # [1, S]: a lock at the temple reaches below the brows' top
+    above_brows = rows < brows_top
     forehead = inside & above_brows
     if int(cheeks.sum()) < 16 or int(forehead.sum()) < 16:
         return torch.zeros_like(oval)
@@ -92,4 +98,26 @@ def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor)
             break
         hair = grown
     gap = max(1, round(HAIR_GAP * width))
-    return erode(dilate((hair & forehead).float(), gap), gap) * forehead
+    hair = erode(dilate((hair & forehead).float(), gap), gap) * forehead
+    # the shadow a fringe casts, and its soft edge, lie below it: the hair moved down row by row
+    down = round(HAIR_SHADOW * width)
+    shadowed = F.max_pool2d(F.pad(hair, (0, 0, down, 0)), (down + 1, 1), stride=1) if down else hair
+    return shadowed * (rows < brows_top - 2 * FEATHER * width)  # the blur of the weight reaches FEATHER
+
+
+# The upper edge of each brow (FaceMesh), outer end to inner end: image-left, then image-right.
+BROW_TOPS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
+
+
+def brow_line(xy: torch.Tensor, size: int) -> torch.Tensor:
+    """[1, S]: for each column of an S x S crop, the row of the brows' upper edge, joined straight
+    between the points and held level beyond the brows' outer ends."""
+    tops = xy[list(BROW_TOPS)]
+    order = tops[:, 0].argsort()
+    x, y = tops[order, 0].contiguous(), tops[order, 1]
+    columns = torch.arange(size, device=xy.device, dtype=torch.float32) + 0.5
+    right = torch.searchsorted(x, columns).clamp(1, len(x) - 1)
+    left = right - 1
+    t = ((columns - x[left]) / (x[right] - x[left]).clamp_min(1e-6)).clamp(0.0, 1.0)
+    return (y[left] + (y[right] - y[left]) * t)[None]
+

@@ -10,7 +10,8 @@ outline, so there the target's own skin stays instead.
 
 Hair hanging over the forehead is kept off too (forehead_hair): FaceMesh puts the top of the
 outline at the hairline, behind a fringe, so skimage's astronaut laid a brown band across every
-target's forehead (20-41 grey levels darker there on average; 2-8 with the check). An earlier try
+target's forehead (20-41 grey levels darker there on average; 1-6 with the check, which takes the shadow
+below the fringe off too). An earlier try
 that judged the forehead's edge by colour pushed astronaut.png -> obama2.jpg's landmarks over the
 swap-quality test's 0.05 IOD; most of that was the first frame's mesh being meshed from the
 detector's box (5-7 % too large on the obama photos, now redone in the chain), with which the

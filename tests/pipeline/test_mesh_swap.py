@@ -299,3 +299,35 @@ def test_open_eyes_keep_the_targets_opening_and_the_sources_lids(size: int, reso
         print(f"\nalpha of the swapped face: at most {inside:.3f} inside the opening, {rim:.3f} on the lids round it")
         assert inside < 0.05, "the target's eye shows inside its opening"
         assert rim > 0.9, "the lids round it are the source's"
+
+
+def _depth_to(alpha: torch.Tensor, start: torch.Tensor, end: torch.Tensor, level: float) -> float:
+    """How far (region px) from `start` towards `end` a [1, 1, R, R] alpha first reaches `level`."""
+    steps = torch.linspace(0.0, 1.0, 400)[:, None]
+    line = start + (end - start) * steps  # [400, 2], region pixels
+    grid = ((line / alpha.shape[-1]) * 2 - 1)[None, None]
+    values = F.grid_sample(alpha, grid, mode="bilinear", align_corners=False)[0, 0, 0]
+    reached = torch.nonzero(values >= level)
+    assert len(reached), "never reached"
+    return float(steps[reached[0, 0], 0] * (end - start).norm())
+
+
+@pytest.mark.parametrize("degrees", [0, 30], ids=["upright", "tilted 30 degrees"])
+@pytest.mark.parametrize("size, resolution", [(256, None), (192, 96)], ids=["256 as on CUDA", "192 at 96 as the CPU chain"])
+def test_the_forehead_fades_in_over_a_wider_band_than_the_cheeks(degrees: int, size: int, resolution: int | None) -> None:
+    """Where a lined forehead met a smooth one, the narrow band of the cheeks left a line across
+    it (masks.py); across the forehead's upper part the swap fades in more slowly (about 1.5 times
+    as far in; as far as at the cheeks before), on a tilted head along its own up."""
+    frame, points = target("obama.jpg")
+    swapper = MeshSwapper(CPU, region_size=size)
+    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
+    angle = torch.tensor(degrees * torch.pi / 180)
+    turn = torch.tensor([[angle.cos(), -angle.sin()], [angle.sin(), angle.cos()]])
+    centre = torch.tensor([size / 2, size / 2])
+    region_points = (region_points[..., :2] - centre) @ turn.T + centre
+    alpha = face_masks(region_points, size, resolution=resolution).alpha
+    xy = region_points[0]
+    forehead = _depth_to(alpha, xy[10], xy[9], 0.9)  # the outline's top, down to the brows' middle
+    cheeks = [_depth_to(alpha, xy[side], xy[1], 0.9) for side in (234, 454)]  # the outline's sides, in to the nose tip
+    print(f"\nalpha reaches 0.9 at {forehead:.1f} px in from the forehead's top, {cheeks[0]:.1f} and {cheeks[1]:.1f} from the cheeks'")
+    assert forehead > 1.3 * max(cheeks)

@@ -195,7 +195,7 @@ def _oval_masks(xy: torch.Tensor, size: int) -> FaceMasks:
     alpha, support = box_blur(torch.cat((core, dilate(oval, reach)), dim=1), feather).split(1, dim=1)
     # Across the forehead's upper part the swap fades in over a wider band: there is no feature
     # there to show twice, and the narrow band left a visible line where a lined forehead (Biden's)
-    # met a smooth one. SFace over the quality test's pairs: 0.560 -> 0.558 to the source.
+    # met a smooth one. SFace over the quality test's pairs: 0.559 -> 0.558 to the source.
     wide = box_blur(erode(oval, round(FOREHEAD_EROSION * unit)), round(FOREHEAD_FEATHER * unit))
     alpha = alpha + (wide - alpha) * upper_forehead(xy, size)
     return FaceMasks(alpha=alpha, hard=oval, skin=core, support=support)

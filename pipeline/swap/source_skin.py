@@ -47,6 +47,9 @@ HAIR_SHADOW = 0.03
 # brighter, but has less than this share of the skin's colour; it is sought this far in.
 COLOURLESS = 0.5
 COLOURLESS_DEPTH = 0.08
+# Skin with less colour than this (chroma per luma; the palest test portrait's: 0.146) is a
+# black-and-white or faded photo's, whose noise would read as colourless hair.
+SKIN_COLOUR_AT_LEAST = 0.06
 
 
 def source_skin(
@@ -90,7 +93,10 @@ def colourless_edges(image: torch.Tensor, points: torch.Tensor, oval: torch.Tens
     skin = inside & above_mouth
     if int(skin.sum()) < 16:
         return torch.zeros_like(oval)
-    allowed = inside & above_mouth & (colour < COLOURLESS * colour[skin].median())
+    skin_colour = colour[skin].median()
+    if float(skin_colour) < SKIN_COLOUR_AT_LEAST:  # a black-and-white photo: colour tells nothing
+        return torch.zeros_like(oval)
+    allowed = inside & above_mouth & (colour < COLOURLESS * skin_colour)
     found = ~inside & above_mouth
     for _ in range(max(1, round(COLOURLESS_DEPTH * width))):
         grown = F.max_pool2d(found.float(), 3, stride=1, padding=1).bool() & (allowed | found)

@@ -11,6 +11,7 @@ from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
 from pipeline.swap.color_match import rgb_to_ycc
 from pipeline.swap.masks import polygon_masks
+from pipeline.swap.source_skin import colourless_edges
 from pipeline.swap.source import mesh_points
 from pipeline.swap.topology import BROW_IMAGE_LEFT, BROW_IMAGE_RIGHT, FACE_OVAL
 from sdist_photos import photo_rgb
@@ -205,3 +206,15 @@ def test_a_sources_fringe_leaves_no_band_on_the_targets_forehead(models, sources
     # (the darkest 5 %: 39.2 and 14.0 grey levels, against 100.4 and 51.3 with no hair check; 32.1
     # and 8.2 since)
     assert without_darkest < with_hair_darkest / 2.8
+
+
+def test_a_black_and_white_photo_loses_nothing_as_colourless_hair(models):
+    """In a black-and-white photo every pixel is colourless: its skin would be taken for grey hair
+    (with a little noise, 1.7-2.5 % of each oval at the outline went), so colour is not judged."""
+    rng = np.random.default_rng(0)
+    for name in ("biden.jpg", "obama.jpg"):
+        grey = face_rgb(name).astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+        noisy = np.stack([grey + rng.normal(0, 2.0, grey.shape) for _ in range(3)], axis=-1)  # film grain, JPEG noise
+        source = analyse_source(noisy.round().clip(0, 255).astype(np.uint8), *models)
+        oval = polygon_masks(source.points[None, list(FACE_OVAL)], source.image.shape[-1])
+        assert float(colourless_edges(source.image, source.points, oval).sum()) == 0, name

@@ -813,9 +813,14 @@
     if (meter.level !== state.meterLevel) {
       state.meterLevel = meter.level;
       announceMeterLevel(meter);
-    } else if (meter.level === "stopped" && typeof meter.grace_s === "number") {
-      setStatus(`${stoppedWhy(meter)} The session ends in ${meter.grace_s.toFixed(0)} s unless tokens are added.`, "error");
+    } else if (meter.level === "stopped") {
+      showCountdown(meter);
     }
+  }
+
+  // Under the alert that says why, the status line counts down (said once each, not twice).
+  function showCountdown(meter) {
+    if (typeof meter.grace_s === "number") setStatus(`The session ends in ${meter.grace_s.toFixed(0)} s.`, "error");
   }
 
   function stoppedWhy(meter) {
@@ -824,9 +829,8 @@
 
   function announceMeterLevel(meter) {
     if (meter.level === "stopped") {
-      const why = stoppedWhy(meter);
-      const grace = typeof meter.grace_s === "number" ? ` in ${meter.grace_s} s` : "";
-      showError(`${why} Showing your original video; the session ends${grace} unless tokens are added.`);
+      showError(`${stoppedWhy(meter)} Showing your original video; the session ends unless tokens are added.`);
+      showCountdown(meter);
     } else if (meter.level === "slow" || meter.level === "crawl") {
       clearError();
       const fps = typeof meter.fps_cap === "number" ? ` at ${meter.fps_cap} fps` : "";

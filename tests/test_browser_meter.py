@@ -99,7 +99,10 @@ def test_a_session_that_runs_out_of_tokens_says_so_when_the_server_ends_it(meter
     """The server closes it after the grace period and says why: the page tells at once and can
     start again (it used to look alive for 17 s, then blame the network)."""
     start_with_key(driver, metered_server, create_account(metered_server, "quin", balance=0.5))
-    wait_for(lambda: "out of tokens" in text_of(driver, "status"), 20, "the stopped level told")
+    wait_for(lambda: "out of tokens" in alert_text(driver), 20, "the stopped level told")
+    # the alert says why, the status line under it counts down: each said once
+    countdown = wait_for(lambda: "The session ends in" in text_of(driver, "status") and text_of(driver, "status"), 5, "the countdown")
+    assert "out of tokens" not in countdown and driver.find_element("id", "status").is_displayed()
     wait_for(lambda: "The session ended: you are out of tokens." in alert_text(driver), 15, "the end told")
     assert driver.execute_script("return window.facefuse.pc;") is None
     assert driver.find_element("id", "start").is_enabled() and not driver.find_element("id", "stop").is_enabled()

@@ -218,4 +218,5 @@ def upper_forehead(xy: torch.Tensor, size: int) -> torch.Tensor:
     centres = torch.arange(size, device=xy.device, dtype=xy.dtype) + 0.5
     along = ((centres - brows[:, 1:2]) * up[:, 1:2])[:, :, None] + ((centres - brows[:, 0:1]) * up[:, 0:1])[:, None, :]
     low, high = FOREHEAD_RAMP
-    return ((along / height[:, :, None] - low) / (high - low)).clamp(0.0, 1.0)[:, None]
+    # a NaN point gives the cheeks' feather there, not a NaN mask
+    return ((along / height[:, :, None] - low) / (high - low)).clamp(0.0, 1.0).nan_to_num(0.0)[:, None]

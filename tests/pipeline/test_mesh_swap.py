@@ -312,12 +312,13 @@ def _depth_to(alpha: torch.Tensor, start: torch.Tensor, end: torch.Tensor, level
     return float(steps[reached[0, 0], 0] * (end - start).norm())
 
 
-@pytest.mark.parametrize("degrees", [0, 30], ids=["upright", "tilted 30 degrees"])
+@pytest.mark.parametrize("degrees", [0, 30, 90], ids=["upright", "tilted 30 degrees", "on its side"])
 @pytest.mark.parametrize("size, resolution", [(256, None), (192, 96)], ids=["256 as on CUDA", "192 at 96 as the CPU chain"])
 def test_the_forehead_fades_in_over_a_wider_band_than_the_cheeks(degrees: int, size: int, resolution: int | None) -> None:
     """Where a lined forehead met a smooth one, the narrow band of the cheeks left a line across
     it (masks.py); across the forehead's upper part the swap fades in more slowly (about 1.5 times
-    as far in; as far as at the cheeks before), on a tilted head along its own up."""
+    as far in; as far as at the cheeks before), on a tilted head along its own up (on its side, a
+    fade by the image's up would widen the cheek's band instead)."""
     frame, points = target("obama.jpg")
     swapper = MeshSwapper(CPU, region_size=size)
     region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
@@ -331,3 +332,15 @@ def test_the_forehead_fades_in_over_a_wider_band_than_the_cheeks(degrees: int, s
     cheeks = [_depth_to(alpha, xy[side], xy[1], 0.9) for side in (234, 454)]  # the outline's sides, in to the nose tip
     print(f"\nalpha reaches 0.9 at {forehead:.1f} px in from the forehead's top, {cheeks[0]:.1f} and {cheeks[1]:.1f} from the cheeks'")
     assert forehead > 1.3 * max(cheeks)
+
+
+def test_a_nan_at_the_brows_middle_leaves_the_masks_finite() -> None:
+    """The forehead's fade is measured from the brows' middle; a NaN there must not spoil every pixel."""
+    frame, points = target("obama.jpg")
+    swapper = MeshSwapper(CPU, region_size=256)
+    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
+    broken = region_points[..., :2].clone()
+    broken[0, 9] = float("nan")
+    masks, reference = face_masks(broken, 256), face_masks(region_points[..., :2], 256)
+    assert bool(torch.isfinite(masks.alpha).all())
+    assert float((masks.alpha - reference.alpha).abs().mean()) < 0.01  # the cheeks' feather there instead

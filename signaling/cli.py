@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import errno
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Sequence
@@ -194,16 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker. It
         # waits SHUTDOWN_WAIT_S for requests in progress (a stalled upload held sessions 15 s).
-        web.run_app(
-            create_app(settings), host=settings.http.host, port=settings.http.port, print=None,
-            shutdown_timeout=SHUTDOWN_WAIT_S,
-        )
-    except web.GracefulExit:  # a second SIGINT/SIGTERM, raised while the first one's shutdown ran
-        print(
-            "facefuse: a second signal during shutdown: stopped at once; sessions not yet closed were "
-            "dropped (the store settles their leases after its TTL)",
-            file=sys.stderr,
-        )
+        app = create_app(settings)
+        app.on_shutdown.append(_second_signal_stops_at_once)
+        web.run_app(app, host=settings.http.host, port=settings.http.port, print=None, shutdown_timeout=SHUTDOWN_WAIT_S)
+    except web.GracefulExit:  # a second signal before the first one's shutdown began
+        print(SECOND_SIGNAL, file=sys.stderr)
         return 1
     except (UnknownChain, DeviceUnavailable, ModelFileError, StoreUnavailable) as exc:
         print(f"facefuse: {exc}", file=sys.stderr)
@@ -214,6 +211,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"facefuse: cannot listen on {settings.http.host}:{settings.http.port}: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+SECOND_SIGNAL = (
+    "facefuse: a second signal during shutdown: stopped at once; sessions not yet closed were "
+    "dropped (the store settles their leases after its TTL)"
+)
+
+
+async def _second_signal_stops_at_once(_app: web.Application) -> None:
+    """From the first signal's shutdown on, SIGINT/SIGTERM end the process there and then. Left to
+    aiohttp, a second signal cancelled the shutdown's tasks, and a request handler cancelled that
+    way (a stalled upload's) sometimes logged aiohttp's own InvalidStateError traceback."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, _exit_now)
+
+
+def _exit_now() -> None:
+    print(SECOND_SIGNAL, file=sys.stderr, flush=True)
+    os._exit(1)  # no cleanup to wait on: that is what the second signal asks for
 
 
 def _cannot_listen(exc: OSError) -> bool:

@@ -289,8 +289,16 @@ class RedisStore:
         return entries
 
     async def ping(self) -> None:
+        """StoreUnavailable for any failure: a health check reads every refusal as the store being
+        unusable (an ACL user without PING got NOPERM, which no other call maps, and /healthz a 500)."""
         with self._errors("ping"):
-            await self._client.ping()
+            try:
+                await self._client.ping()
+            except ResponseError as exc:
+                code = str(exc).partition(" ")[0]
+                if code in _UNAVAILABLE_REPLIES:
+                    raise  # _errors says so, in its words
+                raise StoreUnavailable(f"quota store (Redis) refused ping: {exc}") from exc
 
     async def aclose(self) -> None:
         await self._client.aclose()

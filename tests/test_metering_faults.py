@@ -92,6 +92,21 @@ async def test_healthz_tells_a_load_balancer_when_the_quota_store_is_gone(redis_
         assert status == 200, "healthy again once Redis is back"
 
 
+async def test_a_redis_that_refuses_the_probe_reads_as_unavailable(redis_server):
+    """A Redis reply the store gives no meaning to (an ACL user not allowed PING: NOPERM) made
+    /healthz a 500 with a traceback in the log; it is the store being unusable: 503."""
+    admin = redis_asyncio.from_url(redis_server.url)
+    await admin.execute_command("ACL", "SETUSER", "no-ping", "on", ">secret", "~*", "&*", "+@all", "-ping")
+    try:
+        url = redis_server.url.replace("redis://", "redis://no-ping:secret@", 1)
+        async with running_server(metered_settings(url)) as (base_url, _app):
+            status, body, _ = await health(base_url)
+        assert (status, body["status"], body["quota_store"]) == (503, "quota store unavailable", "unavailable")
+    finally:
+        await admin.execute_command("ACL", "DELUSER", "no-ping")
+        await admin.aclose()
+
+
 async def test_sigterm_with_a_silent_redis_still_stops_the_server_soon(redis_server, tmp_path):
     """A Redis that takes connections but never answers (SIGSTOP) held shutdown 26-28 s, close to
     the 30 s after which an orchestrator kills the process: each lease return waited on its socket

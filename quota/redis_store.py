@@ -21,6 +21,7 @@ from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -291,14 +292,11 @@ class RedisStore:
     async def ping(self) -> None:
         """StoreUnavailable for any failure: a health check reads every refusal as the store being
         unusable (an ACL user without PING got NOPERM, which no other call maps, and /healthz a 500)."""
-        with self._errors("ping"):
-            try:
+        try:
+            with self._errors("ping"):
                 await self._client.ping()
-            except ResponseError as exc:
-                code = str(exc).partition(" ")[0]
-                if code in _UNAVAILABLE_REPLIES:
-                    raise  # _errors says so, in its words
-                raise StoreUnavailable(f"quota store (Redis) refused ping: {exc}") from exc
+        except RedisError as exc:  # what _errors gives no meaning to
+            raise StoreUnavailable(f"quota store (Redis) refused ping: {exc}") from exc
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -519,7 +519,7 @@
           setStatus("Waiting for the face upload… (Stop cancels)", "busy");
           if ((await Promise.race([face, cancelled, rechosen])) === "cancelled") return false;
         }
-        if (reference && reference === state.referenceUpload && face === state.upload) {
+        if (reference) { // after a newer choice, `rechosen` has already ended this wait too
           setStatus("Waiting for the reference photo… (Stop cancels)", "busy");
           if ((await Promise.race([reference, cancelled, rechosen])) === "cancelled") return false;
         }

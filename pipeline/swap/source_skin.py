@@ -10,10 +10,9 @@ outline, so there the target's own skin stays instead.
 
 Hair hanging over the forehead is kept off too (forehead_hair): FaceMesh puts the top of the
 outline at the hairline, behind a fringe, so skimage's astronaut laid a brown band across every
-target's forehead (20-41 grey levels darker there on average; 1-6 with the check, which takes the shadow
-below the fringe off too). An earlier try
-that judged the forehead's edge by colour pushed astronaut.png -> obama2.jpg's landmarks over the
-swap-quality test's 0.05 IOD; most of that was the first frame's mesh being meshed from the
+target's forehead (20-41 grey levels darker there on average; 1-6 with the check, which takes the
+shadow below the fringe off too). An earlier try that judged the forehead's edge by colour pushed
+astronaut.png -> obama2.jpg's landmarks over the swap-quality test's 0.05 IOD; most of that was the first frame's mesh being meshed from the
 detector's box (5-7 % too large on the obama photos, now redone in the chain), with which the
 pair reads 0.035. Grey or white hair that reaches inside the outline at the temples
 (colourless_edges) put a white patch beside the eye of the turned head (biden.jpg: 354 whitish
@@ -96,14 +95,22 @@ def colourless_edges(image: torch.Tensor, points: torch.Tensor, oval: torch.Tens
     skin_colour = colour[skin].median()
     if float(skin_colour) < SKIN_COLOUR_AT_LEAST:  # a black-and-white photo: colour tells nothing
         return torch.zeros_like(oval)
-    allowed = inside & above_mouth & (colour < COLOURLESS * skin_colour)
-    found = ~inside & above_mouth
-    for _ in range(max(1, round(COLOURLESS_DEPTH * width))):
-        grown = F.max_pool2d(found.float(), 3, stride=1, padding=1).bool() & (allowed | found)
+    outside = ~inside & above_mouth
+    found = grown_into(outside, outside | (inside & above_mouth & (colour < COLOURLESS * skin_colour)),
+                       max(1, round(COLOURLESS_DEPTH * width)))
+    return (found & inside).float()
+
+
+def grown_into(seed: torch.Tensor, allowed: torch.Tensor, steps: int) -> torch.Tensor:
+    """`seed` (bool [1, 1, S, S], within `allowed`) grown a pixel at a time into `allowed`, for at
+    most `steps` steps or until it stops; the host reads one flag per step."""
+    found = seed
+    for _ in range(steps):
+        grown = F.max_pool2d(found.float(), 3, stride=1, padding=1).bool() & allowed
         if bool((grown == found).all()):
             break
         found = grown
-    return (found & inside).float()
+    return found
 
 
 def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor) -> torch.Tensor:
@@ -132,13 +139,9 @@ def forehead_hair(image: torch.Tensor, points: torch.Tensor, oval: torch.Tensor)
     if int(cheeks.sum()) < 16 or int(forehead.sum()) < 16:
         return torch.zeros_like(oval)
     skin = torch.maximum(luma[cheeks].median(), torch.quantile(luma[forehead], 0.8)).clamp_min(1e-3)
-    allowed = (forehead & (luma < HAIR_BELOW * skin)) | (above_brows & ~inside)
-    hair = above_brows & ~inside
-    for _ in range(size):  # grown into the dark pixels until it stops (a few dozen steps on the test portraits)
-        grown = F.max_pool2d(hair.float(), 3, stride=1, padding=1).bool() & allowed
-        if bool((grown == hair).all()):
-            break
-        hair = grown
+    outside = above_brows & ~inside
+    # into the dark pixels until it stops (a few dozen steps on the test portraits)
+    hair = grown_into(outside, outside | (forehead & (luma < HAIR_BELOW * skin)), size)
     gap = max(1, round(HAIR_GAP * width))
     hair = erode(dilate((hair & forehead).float(), gap), gap) * forehead
     # the shadow a fringe casts, and its soft edge, lie below it: the hair moved down row by row

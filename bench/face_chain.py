@@ -14,6 +14,7 @@ import argparse
 import datetime
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -28,13 +29,10 @@ from pipeline.host_memory import keep_freed_memory
 from pipeline.stage_timer import StageTimer
 from stream.still_picture import top_at_aspect
 
-FACES_DIR = (Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata" / "faces").resolve()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from photos import face_rgb as photo  # noqa: E402 (the photos are found where the tests find them)
+
 STAGES = ("upload", "convert", "detect", "landmarks", "track", "swap", "hands", "blend", "download")
-
-
-def photo(name: str) -> np.ndarray:
-    with av.open(str(FACES_DIR / name)) as container:
-        return next(container.decode(video=0)).to_ndarray(format="rgb24")
 
 
 def frame(rgb: np.ndarray, width: int, height: int, inset: bool = False) -> np.ndarray:

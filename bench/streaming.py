@@ -53,7 +53,9 @@ from stream.still_picture import top_at_aspect
 from server_process import ServerProcess, cpu_seconds, free_port  # bench/, next to this script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-FACES_DIR = (REPO_ROOT / ".." / "shared" / "testdata" / "faces").resolve()
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+from photos import FACES_DIR, face_path, face_rgb  # noqa: E402 (the photos are found where the tests find them)
+
 NAIVE_SERVER = Path(__file__).resolve().with_name("naive_server.py")
 MODE_NAMES = ("passthrough", "fixed-cost", "naive", "mesh")
 DEFAULT_MODES = ("passthrough", "fixed-cost", "naive")  # mesh: the face swap chain, asked for by name
@@ -178,14 +180,6 @@ class LatencyLog:
         return [latency for at, latency in self.frames if start <= at < end]
 
 
-def face_rgb(name: str) -> np.ndarray:
-    path = FACES_DIR / name
-    if not path.is_file():
-        raise SystemExit(f"no face photo {path}")
-    with av.open(str(path)) as container:
-        return next(container.decode(video=0)).to_ndarray(format="rgb24")
-
-
 # -- one trial ----------------------------------------------------------------------------
 
 
@@ -259,7 +253,7 @@ async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo
     sessions: list[ClientSession] = []
     face_id = None
     if server.mode == "mesh":
-        face_id = await client.upload_face((FACES_DIR / "biden.jpg").read_bytes())
+        face_id = await client.upload_face(face_path("biden.jpg").read_bytes())
     try:
         for source, log in zip(sources, logs):
             session = await client.connect(source, codec=CODEC, on_frame=log, face_id=face_id)

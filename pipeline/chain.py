@@ -36,8 +36,9 @@ ChainResult = np.ndarray | BaseException | None
 class Chain(Protocol):
     name: str
 
-    def warm_up(self) -> None:
-        """Run once before sessions are accepted (loads weights, compiles kernels)."""
+    def warm_up(self, max_batch: int = 1) -> None:
+        """Run once before sessions are accepted (loads weights, compiles kernels), for batches of
+        up to max_batch frames."""
 
     def stage(self, batch: Sequence[ChainItem]) -> object:
         """Starts a batch on its way to the device; returns what `run_staged` needs.

@@ -97,7 +97,7 @@ class BatchRunner:
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
-        self.chain.warm_up()
+        self.chain.warm_up(self.settings.max_batch)
         name = self.chain.name
         self._threads = [
             threading.Thread(target=self._stage_loop, name=f"facefuse-stage-{name}", daemon=True),

@@ -32,6 +32,7 @@ from pipeline.detect import FaceDetector
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
+from pipeline.hands.hand_landmarks import Rois
 from pipeline.landmarks import FaceMesher, boxes_from_points, crop_extents, crop_faces, to_frame_coords
 from pipeline.model_input import to_uint8_hwc
 from pipeline.rgb_frames import RgbFrames
@@ -48,6 +49,8 @@ from pipeline.tracking.tracker import MAX_COORDINATE
 # SFace cosine from which a face counts as the reference person (models.md: the same person
 # scored 0.72-0.80 on these photos, different people <= 0.30).
 REFERENCE_THRESHOLD = 0.5
+# the frame size the warm-up runs at (a webcam's)
+WARM_UP_WIDTH, WARM_UP_HEIGHT = 640, 480
 
 
 @dataclasses.dataclass
@@ -105,12 +108,46 @@ class FaceSwapChain:
         self._analysis_lock = threading.Lock()
         self._embedder_lock = threading.Lock()
 
-    def warm_up(self) -> None:
-        frame = np.zeros((480 * 3 // 2, 640), np.uint8)
-        frame[:480] = 128
-        self.run([ChainItem("warm-up", frame)])
+    def warm_up(self, max_batch: int = 1, sizes: Sequence[int] | None = None) -> None:
+        """Loads every model and runs each stage once; on CUDA at every batch size up to max_batch
+        (or at `sizes`): each new size's kernels load and get picked on first use, which put the
+        first batches of a new size at 0.8-1.9 s (the server p99 of the H200's run, README). No
+        face is needed: the face mesh of a blank crop is an average face, swapped onto itself."""
+        frame = np.zeros((WARM_UP_HEIGHT * 3 // 2, WARM_UP_WIDTH), np.uint8)
+        frame[:WARM_UP_HEIGHT] = 128
+        self.run([ChainItem("warm-up", frame)])  # conversion, upload, detection, download
+        self.forget_session("warm-up")
+        if sizes is None:
+            sizes = range(1, max_batch + 1) if self.device.type == "cuda" else (1,)
         with self._batch_lock, torch.inference_mode():
-            self.mesher.landmarks(torch.zeros(1, 3, 192, 192, device=self.device))
+            blank = torch.full((1, 3, 192, 192), 0.5, device=self.device)
+            average = self.mesher.landmarks(blank).points[0]  # [468, 3] in the crop's pixels
+            source = SourceFace(blank[0], average)
+            latent = None
+            if self.learned is not None:
+                latent = self.learned.source_latent(to_uint8_hwc(blank)[0], five_points(average[None])[0])
+            for size in sizes:
+                self._warm_up_batch(size, source, latent)
+            self._identity(to_uint8_hwc(blank), average[None], torch.zeros(1, dtype=torch.long, device=self.device))
+        self.timer = StageTimer()  # the warm-up's first-use times are no session's
+
+    def _warm_up_batch(self, size: int, source: SourceFace, latent: torch.Tensor | None) -> None:
+        """Each model and the swap on a batch of `size` blank frames, each with the average face
+        in its middle."""
+        frames = torch.full((size, 3, WARM_UP_HEIGHT, WARM_UP_WIDTH), 0.5, device=self.device)
+        self.detector.detect(to_uint8_hwc(frames))
+        self.mesher.landmarks(torch.zeros(size, 3, 192, 192, device=self.device))
+        offset = torch.tensor([(WARM_UP_WIDTH - 192) / 2, (WARM_UP_HEIGHT - 192) / 2, 0.0], device=self.device)
+        points = (source.points + offset).expand(size, -1, -1)
+        index = torch.arange(size, device=self.device)
+        if self.learned is not None:
+            self.learned.swap(frames, to_uint8_hwc(frames), five_points(points), index, latent.expand(size, -1))
+        else:
+            self.swapper.render(frames, points, index, [source] * size)
+        if self.hands is not None:  # the palm detector on the frames, the landmarks on one hand each
+            self.hands.palms.detect(frames)
+            hand = Rois(offset[None, :2], torch.full((1,), 96.0, device=self.device), torch.zeros(1, device=self.device))
+            self.hands.landmarker.landmarks_in(frames, [hand] * size)
 
     def analyse_face(self, image_rgb: np.ndarray) -> SourceFace | None:
         """The source face (crop and mesh) and its identity, so it can also serve as a reference."""

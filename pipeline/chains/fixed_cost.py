@@ -24,7 +24,7 @@ class FixedCostChain(UnstagedChain):
         self.batch_ms = batch_ms
         self.frame_ms = frame_ms
 
-    def warm_up(self) -> None:
+    def warm_up(self, max_batch: int = 1) -> None:
         pass
 
     def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:

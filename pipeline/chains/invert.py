@@ -22,7 +22,7 @@ class InvertChain(UnstagedChain):
     def __init__(self, device: torch.device) -> None:
         self.device = device
 
-    def warm_up(self) -> None:
+    def warm_up(self, max_batch: int = 1) -> None:
         self.run([ChainItem("warm-up", np.zeros((48, 32), np.uint8))])
 
     def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:

@@ -12,7 +12,7 @@ from pipeline.chain import ChainItem, ChainResult, UnstagedChain
 class PassthroughChain(UnstagedChain):
     name = "passthrough"
 
-    def warm_up(self) -> None:
+    def warm_up(self, max_batch: int = 1) -> None:
         pass
 
     def run(self, batch: Sequence[ChainItem]) -> list[ChainResult]:

@@ -72,3 +72,24 @@ def test_fp16_swaps_without_nan(cuda):
     assert out is not None
     frames = torch.from_numpy(av.VideoFrame.from_ndarray(out, format="yuv420p").to_ndarray(format="rgb24")).float()
     assert torch.isfinite(frames).all() and (out != frame).mean() > 0.01
+
+
+def test_the_warm_up_runs_every_batch_size_the_server_may_form(cuda, monkeypatch):
+    """The H200's first batches of each new size took 0.8-1.9 s (kernels loaded on first use): the
+    server's warm-up swaps the average face at every size up to --max-batch (fp16 models, as
+    served), and the chain swaps as before afterwards."""
+    chain, face_id = chain_with_face("cuda")
+    sizes = []
+    real_render = chain.swapper.render
+
+    def render(frames, points, index, sources, origin=(0, 0)):
+        result = real_render(frames, points, index, sources, origin)
+        assert torch.isfinite(result.frames).all() and float(result.support.sum()) > 1000
+        sizes.append(len(points))
+        return result
+
+    monkeypatch.setattr(chain.swapper, "render", render)
+    chain.warm_up(8)
+    assert sizes == list(range(1, 9))
+    out = chain.run([ChainItem(f"w{n}", target(), {"face_id": face_id}) for n in range(8)])
+    assert all(frame is not None for frame in out)

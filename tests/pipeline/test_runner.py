@@ -43,7 +43,7 @@ class RecordingChain(UnstagedChain):
         self.fail_stage = fail_stage
         self.delay = delay
 
-    def warm_up(self) -> None:
+    def warm_up(self, max_batch: int = 1) -> None:
         pass
 
     def stage(self, batch: list[ChainItem]):

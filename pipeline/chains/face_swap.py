@@ -113,10 +113,7 @@ class FaceSwapChain:
         (or at `sizes`): each new size's kernels load and get picked on first use, which put the
         first batches of a new size at 0.8-1.9 s (the server p99 of the H200's run, README). No
         face is needed: the face mesh of a blank crop is an average face, swapped onto itself."""
-        frame = np.zeros((WARM_UP_HEIGHT * 3 // 2, WARM_UP_WIDTH), np.uint8)
-        frame[:WARM_UP_HEIGHT] = 128
-        self.run([ChainItem("warm-up", frame)])  # conversion, upload, detection, download
-        self.forget_session("warm-up")
+        grey = np.full((WARM_UP_HEIGHT * 3 // 2, WARM_UP_WIDTH), 128, np.uint8)  # I420
         if sizes is None:
             sizes = range(1, max_batch + 1) if self.device.type == "cuda" else (1,)
         with self._batch_lock, torch.inference_mode():
@@ -127,27 +124,37 @@ class FaceSwapChain:
             if self.learned is not None:
                 latent = self.learned.source_latent(to_uint8_hwc(blank)[0], five_points(average[None])[0])
             for size in sizes:
-                self._warm_up_batch(size, source, latent)
+                self._warm_up_batch([grey] * size, source, latent)
             self._identity(to_uint8_hwc(blank), average[None], torch.zeros(1, dtype=torch.long, device=self.device))
         self.timer = StageTimer()  # the warm-up's first-use times are no session's
 
-    def _warm_up_batch(self, size: int, source: SourceFace, latent: torch.Tensor | None) -> None:
-        """Each model and the swap on a batch of `size` blank frames, each with the average face
-        in its middle."""
-        frames = torch.full((size, 3, WARM_UP_HEIGHT, WARM_UP_WIDTH), 0.5, device=self.device)
+    def _warm_up_batch(self, i420: list[np.ndarray], source: SourceFace, latent: torch.Tensor | None) -> None:
+        """A batch's path, on blank I420 frames: upload, conversion, each model, the swap of the
+        average face in the middle of each frame, download."""
+        size = len(i420)
+        uploaded = self.transfer.upload(i420).ready()
+        rgb = RgbFrames.from_i420(uploaded, lazy=self.convert_where_read)
+        rgb.whole(list(range(size)))
+        frames = rgb.tensor
         self.detector.detect(to_uint8_hwc(frames))
         self.mesher.landmarks(torch.zeros(size, 3, 192, 192, device=self.device))
         offset = torch.tensor([(WARM_UP_WIDTH - 192) / 2, (WARM_UP_HEIGHT - 192) / 2, 0.0], device=self.device)
         points = (source.points + offset).expand(size, -1, -1)
         index = torch.arange(size, device=self.device)
         if self.learned is not None:
-            self.learned.swap(frames, to_uint8_hwc(frames), five_points(points), index, latent.expand(size, -1))
+            swapped, support = self.learned.swap(frames, to_uint8_hwc(frames), five_points(points), index, latent.expand(size, -1))
         else:
-            self.swapper.render(frames, points, index, [source] * size)
+            rendered = self.swapper.render(frames, points, index, [source] * size)
+            swapped, support = rendered.frames, rendered.support > 0
         if self.hands is not None:  # the palm detector on the frames, the landmarks on one hand each
             self.hands.palms.detect(frames)
             hand = Rois(offset[None, :2], torch.full((1,), 96.0, device=self.device), torch.zeros(1, device=self.device))
             self.hands.landmarker.landmarks_in(frames, [hand] * size)
+        merged = uploaded.clone()
+        changed = _bounding_window(support)
+        if changed is not None:
+            _write_window(merged, swapped, support, changed)
+        self.transfer.download(merged)
 
     def analyse_face(self, image_rgb: np.ndarray) -> SourceFace | None:
         """The source face (crop and mesh) and its identity, so it can also serve as a reference."""

@@ -376,7 +376,7 @@ def test_one_sessions_broken_mesh_fails_no_frame(chain_and_faces, monkeypatch):
 
 def test_the_warm_up_swaps_an_average_face_at_each_batch_size_and_leaves_no_trace(chain_and_faces, monkeypatch):
     """On CUDA the warm-up runs every batch size up to max_batch (each size's kernels load on first
-    use); here it runs the sizes it is given, with no face in any photo, and afterwards the chain
+    use); here it runs the sizes it is given, with no photo of a face, and afterwards the chain
     swaps as before: the same output for the same frame, no session left behind, no times kept."""
     chain, _, face_id = chain_and_faces
     target = face_i420("obama.jpg")
@@ -393,7 +393,7 @@ def test_the_warm_up_swaps_an_average_face_at_each_batch_size_and_leaves_no_trac
     monkeypatch.setattr(chain.swapper, "render", render)
     chain.warm_up(sizes=(1, 3))
     warm_up_renders = list(rendered)
-    assert [size for size, _, _ in warm_up_renders] == [1, 3], "the blank frame has no face: only the average face is swapped"
+    assert [size for size, _, _ in warm_up_renders] == [1, 3]
     assert all(support > 1000 and finite for _, support, finite in warm_up_renders), "a whole face's worth of pixels, none NaN"
     assert chain.tracker.tracks("warm-up") == () and chain.timer.means() == {}
     after = chain.run([ChainItem("warm-check", target, {"face_id": face_id})])[0]

@@ -1,5 +1,6 @@
 """Colour transfer: the warped source's per-channel mean and spread, in a luma/chroma space
-(YCbCr, BT.601 full range), moved onto the target's skin statistics inside a weight mask."""
+(YCbCr, BT.601 full range), moved onto the target's skin statistics inside a weight mask; its
+highlights kept within the target skin's own brightness."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ _RGB_TO_YCC = torch.tensor(
 _YCC_TO_RGB = torch.linalg.inv(_RGB_TO_YCC.double()).float()
 # Limits on the std ratio: a face in deep shadow must not be stretched into noise.
 STD_RATIO = (0.67, 1.5)
+# The matched face's luma gets no brighter than this quantile of the target skin's, eased over
+# the last HIGHLIGHT_KNEE below it (no flat clipped plateau with a hard edge).
+HIGHLIGHT_QUANTILE = 0.995
+HIGHLIGHT_KNEE = 0.05
 
 
 def rgb_to_ycc(rgb: torch.Tensor) -> torch.Tensor:
@@ -45,5 +50,20 @@ def match_colour(source: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     empty = weight[sample].sum(dim=(1, 2, 3)) < 1.0
     matrix = torch.where(empty[:, None, None], torch.eye(3, device=source.device, dtype=source.dtype), matrix)
     offset = torch.where(empty[:, None, None], torch.zeros_like(offset), offset)
-    moved = torch.baddbmm(offset, matrix, source.reshape(n, channels, height * width))
-    return moved.view(n, channels, height, width).clamp_(0.0, 1.0)
+    moved = torch.baddbmm(offset, matrix, source.reshape(n, channels, height * width)).view(n, channels, height, width)
+    moved = _no_brighter_than(moved, target, weight, sample)
+    return moved.clamp_(0.0, 1.0)
+
+
+def _no_brighter_than(moved: torch.Tensor, target: torch.Tensor, weight: torch.Tensor, sample: tuple) -> torch.Tensor:
+    """Luma above the target skin's own brightest (its HIGHLIGHT_QUANTILE) eased down to it, over
+    HIGHLIGHT_KNEE: a source's highlight, stretched by the std ratio onto a brighter target, turned
+    white (biden.jpg's nose tip on obama.jpg's skin: 0.994, where the target's own reaches 0.805)."""
+    skin = (weight[sample] > 0.5).flatten(1)
+    luma = rgb_to_ycc(target[sample])[:, 0].flatten(1).float()
+    ceiling = torch.nanquantile(torch.where(skin, luma, torch.full_like(luma, float("nan"))), HIGHLIGHT_QUANTILE, dim=1)
+    ceiling = torch.where(skin.sum(dim=1) >= 16, ceiling, torch.full_like(ceiling, 2.0))  # no skin: no ceiling
+    knee = (ceiling - HIGHLIGHT_KNEE).to(moved.dtype)[:, None, None, None]
+    y = rgb_to_ycc(moved)[:, :1]
+    eased = knee + HIGHLIGHT_KNEE * torch.tanh((y - knee).clamp_min(0.0) / HIGHLIGHT_KNEE)
+    return moved + torch.where(y > knee, eased - y, torch.zeros_like(y))  # the same on R, G and B: luma alone moves

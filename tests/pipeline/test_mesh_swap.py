@@ -344,3 +344,29 @@ def test_a_nan_at_the_brows_middle_leaves_the_masks_finite() -> None:
     masks, reference = face_masks(broken, 256), face_masks(region_points[..., :2], 256)
     assert bool(torch.isfinite(masks.alpha).all())
     assert float((masks.alpha - reference.alpha).abs().mean()) < 0.01  # the cheeks' feather there instead
+
+
+def test_a_sources_highlight_gets_no_brighter_than_the_targets_own_skin(monkeypatch) -> None:
+    """biden.jpg's skin has little spread and obama.jpg's more: the colour match's std ratio
+    stretched Biden's nose-tip highlight onto Obama's brighter skin as a white patch. The matched
+    face's luma is eased down to the target skin's own brightest; under the knee nothing moves."""
+    import pipeline.swap.color_match as color_match
+    from pipeline.swap.color_match import HIGHLIGHT_KNEE, HIGHLIGHT_QUANTILE, rgb_to_ycc
+    from pipeline.swap.region import read_regions
+
+    frame, points = target("obama.jpg")
+    index = torch.zeros(1, dtype=torch.long)
+    swapper = MeshSwapper(CPU)
+    eased = swapper.render(as_float(frame), points, index, [source("biden.jpg")])
+    monkeypatch.setattr(color_match, "_no_brighter_than", lambda moved, *_: moved)
+    plain = swapper.render(as_float(frame), points, index, [source("biden.jpg")])
+    skin = ((eased.masks.skin * eased.source_skin) > 0.5)[0, 0]
+    base = read_regions(as_float(frame), eased.regions, (0, 0))
+    own = float(torch.quantile(rgb_to_ycc(base)[0, 0][skin], HIGHLIGHT_QUANTILE))
+    plain_luma, eased_luma = rgb_to_ycc(plain.warped)[0, 0][skin], rgb_to_ycc(eased.warped)[0, 0][skin]
+    print(f"\nthe face's luma, target skin's own brightest {own:.3f}: {float(plain_luma.max()):.3f} plain,"
+          f" {float(eased_luma.max()):.3f} eased; {int((plain_luma > own).sum())} px above it")
+    assert int((plain_luma > own + 0.05).sum()) > 20, "the plain match does overshoot here: the test could fail"
+    assert float(eased_luma.max()) <= own + 0.01  # the ceiling is read on every second pixel
+    under = plain_luma < own - HIGHLIGHT_KNEE - 0.01
+    assert torch.allclose(eased_luma[under], plain_luma[under], atol=1e-5)

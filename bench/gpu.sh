@@ -22,17 +22,23 @@ assert torch.cuda.is_available(), "bench/gpu.sh needs a CUDA device"
 print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__)
 PY
 
+part() { echo "== [${SECONDS} s] $*"; }  # where the time went, should a run be cut short
+
 # Every GPU test, with the reasons of any skip shown: none may skip here.
+part "GPU tests"
 "$PYTHON" -m pytest -m gpu -rs -q -p no:cacheprovider tests/pipeline  # every gpu test is a pipeline test
 
 # The face chain's stages on the GPU, fp32 and fp16.
 for half in "" "--half"; do
+  part "detector and face mesh ${half:---fp32}"
   "$PYTHON" bench/detect.py --device cuda $half --batches 1 4 8 32
   "$PYTHON" bench/landmarks.py --device cuda $half --batches 1 8 32
 done
 # the whole face chain per stage (fp16 models on CUDA), and the streaming path with it
+part "face chain per stage"
 "$PYTHON" bench/face_chain.py --device cuda --batches 1 4 8 16
 if "$PYTHON" -c "import aiortc" 2>/dev/null; then
+  part "streaming through the server"
   "$PYTHON" bench/streaming.py --device cuda --modes passthrough mesh --sessions 1 4 8 --window 5
 else
   echo "bench/streaming.py skipped: aiortc is not installed in $PYTHON (the pipeline checks above need only torch, av, tflite and the weight packages)"

@@ -42,9 +42,10 @@ class RecordingChain(UnstagedChain):
         self.fail_session = fail_session
         self.fail_stage = fail_stage
         self.delay = delay
+        self.warmed_for: int | None = None  # the largest batch the warm-up was told of
 
     def warm_up(self, max_batch: int = 1) -> None:
-        pass
+        self.warmed_for = max_batch
 
     def stage(self, batch: list[ChainItem]):
         if self.fail_stage:
@@ -111,6 +112,12 @@ def runner_factory():
     for runner in runners:
         runner.stop()
         assert not runner.running
+
+
+def test_the_chain_is_warmed_up_for_the_largest_batch_the_runner_forms(runner_factory):
+    chain = RecordingChain()
+    runner_factory(chain, max_batch=5)
+    assert chain.warmed_for == 5
 
 
 def test_frames_over_the_pixel_limit_reach_the_chain_scaled_down(runner_factory):

@@ -13,8 +13,11 @@ from aiohttp import web
 from pipeline.settings import PipelineSettings
 from quota.settings import QuotaSettings
 from signaling.app import create_app
+from signaling.client import ClientSession, FacefuseClient
 from signaling.settings import ServerSettings
 from stream.ice import IceSettings
+from stream.image_track import ImageTrack
+from stream.session import Session
 from stream.settings import StreamSettings
 
 from photos import FACES_DIR, PACKAGED_FACES, PEOPLE, REPO_ROOT, face_path, face_rgb  # noqa: F401  (re-exported)
@@ -42,6 +45,32 @@ async def running_server(settings: ServerSettings) -> AsyncIterator[tuple[str, w
         yield f"http://127.0.0.1:{port}", app
     finally:
         await runner.cleanup()
+
+
+@dataclasses.dataclass
+class LiveSession:
+    """One client's session on an in-process server, its frames coming back."""
+
+    app: web.Application
+    client: FacefuseClient
+    session: ClientSession
+
+    @property
+    def server_session(self) -> Session:
+        from signaling.app_keys import SESSIONS
+
+        return self.app[SESSIONS].get(self.session.session_id)
+
+
+@contextlib.asynccontextmanager
+async def one_live_session(frames: int = 3) -> AsyncIterator[LiveSession]:
+    """A loopback server (passthrough chain) and one client streaming obama.jpg at 320x240, once
+    its first `frames` frames came back."""
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client:
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: session.frames_received >= frames, timeout=10)
+            yield LiveSession(app, client, session)
 
 
 def loopback_settings(

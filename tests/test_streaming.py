@@ -12,7 +12,7 @@ import pytest
 from signaling.client import FacefuseClient, ReceivedFrame
 from stream.frame_stamp import read_stamp, split_value
 from stream.image_track import ImageTrack
-from support import face_rgb, loopback_settings, running_server, wait_until
+from support import face_rgb, loopback_settings, one_live_session, running_server, wait_until
 
 
 
@@ -183,30 +183,27 @@ async def test_a_session_reads_closing_while_it_closes():
     must not call such a session live."""
     from signaling.app_keys import SESSIONS
 
-    async with running_server(loopback_settings()) as (url, app):
-        async with FacefuseClient(url) as client:
-            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
-            await wait_until(lambda: session.frames_received >= 3, timeout=10)
-            server_session = app[SESSIONS].get(session.session_id)
-            server_pc = server_session._pc
-            real_close, peer_closing, release = server_pc.close, asyncio.Event(), asyncio.Event()
+    async with one_live_session() as live:
+        app, client, session, server_session = live.app, live.client, live.session, live.server_session
+        server_pc = server_session._pc
+        real_close, peer_closing, release = server_pc.close, asyncio.Event(), asyncio.Event()
 
-            async def close_when_released():  # holds closing at its last step while we look
-                peer_closing.set()
-                await release.wait()
-                await real_close()
+        async def close_when_released():  # holds closing at its last step while we look
+            peer_closing.set()
+            await release.wait()
+            await real_close()
 
-            server_pc.close = close_when_released
-            closing = asyncio.ensure_future(server_session.close("test", "closed_by_request"))
-            try:
-                await asyncio.wait_for(peer_closing.wait(), 5)
-                listed = await client.request("GET", "/api/sessions")
-                assert [s["state"] for s in listed["sessions"]] == ["closing"]
-            finally:
-                release.set()
-                await closing
-            assert server_session.state == "closed" and app[SESSIONS].all() == []
-            await session.close()
+        server_pc.close = close_when_released
+        closing = asyncio.ensure_future(server_session.close("test", "closed_by_request"))
+        try:
+            await asyncio.wait_for(peer_closing.wait(), 5)
+            listed = await client.request("GET", "/api/sessions")
+            assert [s["state"] for s in listed["sessions"]] == ["closing"]
+        finally:
+            release.set()
+            await closing
+        assert server_session.state == "closed" and app[SESSIONS].all() == []
+        await session.close()
 
 
 async def test_a_peer_connection_that_will_not_close_does_not_hold_up_its_session(monkeypatch):
@@ -215,30 +212,28 @@ async def test_a_peer_connection_that_will_not_close_does_not_hold_up_its_sessio
     from signaling.app_keys import SESSIONS
 
     monkeypatch.setattr(stream.peer_close, "PEER_CLOSE_TIMEOUT_S", 0.5)
-    async with running_server(loopback_settings()) as (url, app):
-        async with FacefuseClient(url) as client:
-            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
-            await wait_until(lambda: session.frames_received >= 3, timeout=10)
-            server_pc = app[SESSIONS].get(session.session_id)._pc
-            real_close = server_pc.close
-            stalled = asyncio.Event()
+    async with one_live_session() as live:
+        app, client, session = live.app, live.client, live.session
+        server_pc = app[SESSIONS].get(session.session_id)._pc
+        real_close = server_pc.close
+        stalled = asyncio.Event()
 
-            async def close_that_stalls():  # the stall injected into the real peer connection
-                stalled.set()
-                await asyncio.Event().wait()
+        async def close_that_stalls():  # the stall injected into the real peer connection
+            stalled.set()
+            await asyncio.Event().wait()
 
-            server_pc.close = close_that_stalls
-            started = time.monotonic()
-            closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 5)
-            assert stalled.is_set()
-            assert time.monotonic() - started < 2.5, "the DELETE is answered soon after the limit"
-            assert closed["state"] == "closed"
-            assert app[SESSIONS].all() == [], "the session is forgotten"
-            after = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
-            await wait_until(lambda: after.frames_received >= 3, timeout=10)
-            await after.close()
-            await session.close()
-            await real_close()
+        server_pc.close = close_that_stalls
+        started = time.monotonic()
+        closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 5)
+        assert stalled.is_set()
+        assert time.monotonic() - started < 2.5, "the DELETE is answered soon after the limit"
+        assert closed["state"] == "closed"
+        assert app[SESSIONS].all() == [], "the session is forgotten"
+        after = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+        await wait_until(lambda: after.frames_received >= 3, timeout=10)
+        await after.close()
+        await session.close()
+        await real_close()
 
 
 async def test_a_session_closed_while_its_offer_is_answered_takes_no_runner_slot():
@@ -283,27 +278,24 @@ async def test_a_close_that_fails_part_way_still_ends_the_session():
     before did, and the peer connection is closed."""
     from signaling.app_keys import SESSIONS
 
-    async with running_server(loopback_settings()) as (url, app):
-        async with FacefuseClient(url) as client:
-            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
-            await wait_until(lambda: session.frames_received >= 3, timeout=10)
-            server_session = app[SESSIONS].get(session.session_id)
-            assert server_session.meter is not None
+    async with one_live_session() as live:
+        app, client, session, server_session = live.app, live.client, live.session, live.server_session
+        assert server_session.meter is not None
 
-            async def telling_that_raises(*args):
-                raise RuntimeError("the data channel broke")
+        async def telling_that_raises(*args):
+            raise RuntimeError("the data channel broke")
 
-            async def close_that_raises():
-                raise RuntimeError("NOPERM this user has no permissions to run the 'evalsha' command")
+        async def close_that_raises():
+            raise RuntimeError("NOPERM this user has no permissions to run the 'evalsha' command")
 
-            server_session._tell_client = telling_that_raises
-            server_session.meter.close = close_that_raises
-            closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 5)
-            assert closed["state"] == "closed" and app[SESSIONS].all() == []
-            assert server_session._pc.connectionState == "closed", "the later steps ran"
-            await asyncio.wait_for(server_session.close("again"), 1)  # returns: nothing left waiting
-            await asyncio.wait_for(app[SESSIONS].close_all(), 1)
-            await session.close()
+        server_session._tell_client = telling_that_raises
+        server_session.meter.close = close_that_raises
+        closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 5)
+        assert closed["state"] == "closed" and app[SESSIONS].all() == []
+        assert server_session._pc.connectionState == "closed", "the later steps ran"
+        await asyncio.wait_for(server_session.close("again"), 1)  # returns: nothing left waiting
+        await asyncio.wait_for(app[SESSIONS].close_all(), 1)
+        await session.close()
 
 
 async def test_a_close_that_is_cancelled_still_ends_the_session():
@@ -311,16 +303,13 @@ async def test_a_close_that_is_cancelled_still_ends_the_session():
     later close, the server's shutdown among them, waits for ever."""
     from signaling.app_keys import SESSIONS
 
-    async with running_server(loopback_settings()) as (url, app):
-        async with FacefuseClient(url) as client:
-            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
-            await wait_until(lambda: session.frames_received >= 3, timeout=10)
-            server_session = app[SESSIONS].get(session.session_id)
-            closing = asyncio.ensure_future(server_session.close("first"))
-            await asyncio.sleep(0.05)  # inside its steps (telling the client takes 0.1 s at least)
-            closing.cancel()
-            await asyncio.wait_for(server_session.close("again"), 1)
-            assert server_session.state == "closed" and app[SESSIONS].all() == []
-            await asyncio.wait_for(app[SESSIONS].close_all(), 1)
-            await session.close()
-            await server_session._pc.close()
+    async with one_live_session() as live:
+        app, client, session, server_session = live.app, live.client, live.session, live.server_session
+        closing = asyncio.ensure_future(server_session.close("first"))
+        await asyncio.sleep(0.05)  # inside its steps (telling the client takes 0.1 s at least)
+        closing.cancel()
+        await asyncio.wait_for(server_session.close("again"), 1)
+        assert server_session.state == "closed" and app[SESSIONS].all() == []
+        await asyncio.wait_for(app[SESSIONS].close_all(), 1)
+        await session.close()
+        await server_session._pc.close()

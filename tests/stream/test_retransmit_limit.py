@@ -4,11 +4,8 @@ import asyncio
 
 from aiortc.rtp import RTCP_RTPFB_NACK, RtcpRtpfbPacket
 
-from signaling.app_keys import SESSIONS
-from signaling.client import FacefuseClient
-from stream.image_track import ImageTrack
 from stream.retransmit_limit import RESEND_GAP_S, RESENDS_PER_S, RetransmitLimit
-from support import face_rgb, loopback_settings, running_server, wait_until
+from support import one_live_session
 
 
 class Clock:
@@ -42,24 +39,21 @@ def test_resends_are_capped_at_the_rate():
 async def test_a_sessions_sender_resends_within_the_limit_whatever_the_nacks_name():
     """One peer's NACK naming 5,100 packets (300 copies of 17) made the server resend all of them,
     on the event loop every session shares."""
-    async with running_server(loopback_settings()) as (url, app):
-        async with FacefuseClient(url) as client:
-            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
-            await wait_until(lambda: session.frames_received >= 10, timeout=10)
-            server_pc = app[SESSIONS].get(session.session_id)._pc
-            [sender] = [t.sender for t in server_pc.getTransceivers() if t.kind == "video"]
-            resent = []
-            resend = sender._retransmit
+    async with one_live_session(frames=10) as live:
+        server_pc = live.server_session._pc
+        [sender] = [t.sender for t in server_pc.getTransceivers() if t.kind == "video"]
+        resent = []
+        resend = sender._retransmit
 
-            async def counting(seq):
-                resent.append(seq)
-                await resend(seq)
+        async def counting(seq):
+            resent.append(seq)
+            await resend(seq)
 
-            sender._retransmit = counting
-            recent = list(range(17))
-            for _ in range(5):
-                nack = RtcpRtpfbPacket(fmt=RTCP_RTPFB_NACK, ssrc=1, media_ssrc=sender._ssrc, lost=recent * 300)
-                await sender._handle_rtcp_packet(nack)
-                await asyncio.sleep(0)
-            assert len(resent) == 17, f"{len(resent)} resends for 5 NACKs of the same 17 packets"
-            await session.close()
+        sender._retransmit = counting
+        recent = list(range(17))
+        for _ in range(5):
+            nack = RtcpRtpfbPacket(fmt=RTCP_RTPFB_NACK, ssrc=1, media_ssrc=sender._ssrc, lost=recent * 300)
+            await sender._handle_rtcp_packet(nack)
+            await asyncio.sleep(0)
+        assert len(resent) == 17, f"{len(resent)} resends for 5 NACKs of the same 17 packets"
+        await live.session.close()

@@ -65,7 +65,8 @@ def _no_brighter_than(moved: torch.Tensor, target: torch.Tensor, weight: torch.T
     luma = rgb_to_ycc(target[sample])[:, 0].flatten(1)
     # the quantile as the k-th brightest skin sample (a partial sort: a fraction of a full one's time)
     count = skin.sum(dim=1)
-    brightest = torch.where(skin, luma, torch.full_like(luma, -1.0)).topk(math.ceil((1 - HIGHLIGHT_QUANTILE) * luma.shape[1]) + 1, dim=1).values
+    ranks = min(luma.shape[1], math.ceil((1 - HIGHLIGHT_QUANTILE) * luma.shape[1]) + 1)
+    brightest = torch.where(skin, luma, torch.full_like(luma, -1.0)).topk(ranks, dim=1).values
     rank = ((1 - HIGHLIGHT_QUANTILE) * count).long().clamp(max=brightest.shape[1] - 1)
     ceiling = brightest.gather(1, rank[:, None])[:, 0]
     ceiling = torch.where(count >= 16, ceiling, torch.full_like(ceiling, 2.0))  # no skin: no ceiling

@@ -29,6 +29,7 @@ from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
 from pipeline.color import rgb_to_i420
 from pipeline.detect import FaceDetector
+from pipeline.detect.turned import detect_turned
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
@@ -49,6 +50,10 @@ from pipeline.tracking.tracker import MAX_COORDINATE
 # SFace cosine from which a face counts as the reference person (models.md: the same person
 # scored 0.72-0.80 on these photos, different people <= 0.30).
 REFERENCE_THRESHOLD = 0.5
+# While a session finds no face, the quarter turns its looks read the frame at, in turn: upright
+# every second look (a face that comes back upright is found at once), a head on its side or
+# upside down within six frames (0.2 s at 30 fps); a look costs what an upright one does.
+LOOK_TURNS = (0, 1, 0, 3, 0, 2)
 # the frame size the warm-up runs at (a webcam's)
 WARM_UP_WIDTH, WARM_UP_HEIGHT = 640, 480
 
@@ -107,6 +112,7 @@ class FaceSwapChain:
         self._frame_sizes: dict[str, tuple[int, ...]] = {}
         self._analysis_lock = threading.Lock()
         self._embedder_lock = threading.Lock()
+        self._no_face_looks: dict[str, int] = {}  # per session: looks in a row that found no face
 
     def warm_up(self, max_batch: int = 1, sizes: Sequence[int] | None = None) -> None:
         """Loads every model and runs each stage once; on CUDA at every batch size up to max_batch
@@ -213,7 +219,18 @@ class FaceSwapChain:
             self._forget(session_id)
             self._frame_sizes.pop(session_id, None)
 
+    def _look_turn(self, session_id: str, reason: str | None) -> int:
+        """Quarter turns of the frame this look reads it at: while a session finds no face, every
+        second look is turned (LOOK_TURNS); a session with faces looks upright."""
+        if reason != "no_faces":
+            self._no_face_looks.pop(session_id, None)
+            return 0
+        looks = self._no_face_looks.get(session_id, 0)
+        self._no_face_looks[session_id] = looks + 1
+        return LOOK_TURNS[looks % len(LOOK_TURNS)]
+
     def _forget(self, session_id: str) -> None:
+        self._no_face_looks.pop(session_id, None)
         self.tracker.forget(session_id)
         if self.hands is not None:
             self.hands.forget(session_id)
@@ -395,12 +412,17 @@ class FaceSwapChain:
         if plan.to_detect:
             with self.timer.stage("convert"):
                 frames_rgb.whole(plan.to_detect)
+            by_turn = defaultdict(list)  # a session with no face looks at some frames turned (detect/turned.py)
+            for frame in plan.to_detect:
+                by_turn[self._look_turn(plan.sessions[frame].session_id, plan.sessions[frame].detect)].append(frame)
             # on the CPU a periodic look reads the frames at half size; a GPU has the time for full size
             periodic = {plan.sessions[i].detect for i in plan.to_detect} == {"periodic"}
             size = periodic_look_size(*rgb.shape[2:], self.detector.input_size) if periodic and self.device.type == "cpu" else None
             with self.timer.stage("detect"):
-                found = self.detector.detect(to_uint8_hwc(rgb[list(plan.to_detect)]), size)
-            detected = dict(zip(plan.to_detect, found))
+                for turns, frames in by_turn.items():
+                    upright = to_uint8_hwc(rgb[frames])
+                    found = detect_turned(self.detector, upright, turns) if turns else self.detector.detect(upright, size)
+                    detected.update(zip(frames, found))
         per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
         boxes, eyes, index = stack_crops(per_frame, self.device)
         if len(index):

@@ -93,3 +93,15 @@ def test_the_warm_up_runs_every_batch_size_the_server_may_form(cuda, monkeypatch
     assert sizes == list(range(1, 9))
     out = chain.run([ChainItem(f"w{n}", target(), {"face_id": face_id}) for n in range(8)])
     assert all(frame is not None for frame in out)
+
+
+def test_a_head_on_its_side_is_found_on_cuda_where_the_cpu_finds_it(cuda):
+    from pipeline.detect import FaceDetector
+    from pipeline.detect.turned import detect_turned
+
+    frame = torch.rot90(torch.from_numpy(np.ascontiguousarray(face_rgb("biden.jpg")))[None], 1, dims=(1, 2)).contiguous()
+    [on_cpu] = detect_turned(FaceDetector(torch.device("cpu")), frame, 3)
+    [on_cuda] = detect_turned(FaceDetector(torch.device("cuda"), half=True), frame.cuda(), 3)
+    assert len(on_cpu) == len(on_cuda) == 1
+    side = float((on_cpu.boxes[0, 2:] - on_cpu.boxes[0, :2]).amax())
+    assert torch.allclose(on_cuda.keypoints[0].cpu(), on_cpu.keypoints[0], atol=0.04 * side)  # fp16: within 4 % of the face

@@ -221,8 +221,14 @@ class FaceSwapChain:
 
     def _look_turn(self, session_id: str, reason: str | None) -> int:
         """Quarter turns of the frame this look reads it at: while a session finds no face, every
-        second look is turned (LOOK_TURNS); a session with faces looks upright."""
-        if reason != "no_faces":
+        second look is turned (LOOK_TURNS); a session with faces looks upright. The count goes on
+        through a face that was found and lost again: a head rolled about 105 degrees, seen upside
+        down a quarter turn one way, gets key points turned half a turn, a mesh that holds only
+        for its first frame, and is found right the other way (obama3.jpg: swapped 5 frames of
+        16, on and off, when the count started over)."""
+        if reason == "lost":
+            return 0
+        if reason != "no_faces":  # faces followed
             self._no_face_looks.pop(session_id, None)
             return 0
         looks = self._no_face_looks.get(session_id, 0)
@@ -385,7 +391,8 @@ class FaceSwapChain:
         self, frames_rgb: RgbFrames, points: torch.Tensor, scores: torch.Tensor, index: torch.Tensor, rows: list[int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The meshes of `rows` (cropped from detector boxes) redone from crops around their own
-        points, MediaPipe's tracking crop, where both meshes found a face. FaceMesh read
+        points, MediaPipe's tracking crop, where both meshes found a face (where only the first
+        did, the face counts as not found). FaceMesh read
         obama.jpg 6.6 % larger from the detector's box than from that crop (1.3-5.2 % the other
         test portraits), so a face's first frame was swapped larger than its next ones."""
         at = torch.tensor(rows).to(points.device, non_blocking=True)
@@ -400,7 +407,9 @@ class FaceSwapChain:
         found = sound & (scores[at] >= good) & (again_scores >= good) & (again.abs() < MAX_COORDINATE).flatten(1).all(dim=1)
         points, scores = points.clone(), scores.clone()
         points[at] = torch.where(found[:, None, None], again, points[at])
-        scores[at] = torch.where(found, again_scores, scores[at])
+        # a first mesh whose own crop finds no face is no face to follow: the next frame crops
+        # there too (a head rolled past 90 degrees, its key points half a turn off, meshed once)
+        scores[at] = torch.where(sound, torch.minimum(again_scores, scores[at]), scores[at])
         return points, scores
 
     def _track(self, items: list[ChainItem], times: list[float], frames_rgb: RgbFrames) -> list[tuple[Track, ...]]:

@@ -29,7 +29,7 @@ from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
 from pipeline.color import rgb_to_i420
 from pipeline.detect import FaceDetector
-from pipeline.detect.turned import detect_turned
+from pipeline.detect.turned import detect_turned, half_turn_checked
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
@@ -52,8 +52,10 @@ from pipeline.tracking.tracker import MAX_COORDINATE
 REFERENCE_THRESHOLD = 0.5
 # While a session finds no face, the quarter turns its looks read the frame at, in turn: upright
 # every second look (a face that comes back upright is found at once), a head on its side or
-# upside down within six frames (0.2 s at 30 fps); a look costs what an upright one does.
-LOOK_TURNS = (0, 1, 0, 3, 0, 2)
+# upside down within four frames (0.13 s at 30 fps). Both sides in one look: one of them shows a
+# head on its side upright, the other upside down (detect/turned.py keeps the better). A session
+# with no face costs 1.25 upright looks a frame.
+LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (1, 3), (0,), (2,))
 # the frame size the warm-up runs at (a webcam's)
 WARM_UP_WIDTH, WARM_UP_HEIGHT = 640, 480
 
@@ -219,18 +221,16 @@ class FaceSwapChain:
             self._forget(session_id)
             self._frame_sizes.pop(session_id, None)
 
-    def _look_turn(self, session_id: str, reason: str | None) -> int:
+    def _look_turn(self, session_id: str, reason: str | None) -> tuple[int, ...]:
         """Quarter turns of the frame this look reads it at: while a session finds no face, every
         second look is turned (LOOK_TURNS); a session with faces looks upright. The count goes on
-        through a face that was found and lost again: a head rolled about 105 degrees, seen upside
-        down a quarter turn one way, gets key points turned half a turn, a mesh that holds only
-        for its first frame, and is found right the other way (obama3.jpg: swapped 5 frames of
-        16, on and off, when the count started over)."""
+        through a face found and lost again, so that the next looks try the other turns rather
+        than the one whose face did not hold."""
         if reason == "lost":
-            return 0
+            return (0,)
         if reason != "no_faces":  # faces followed
             self._no_face_looks.pop(session_id, None)
-            return 0
+            return (0,)
         looks = self._no_face_looks.get(session_id, 0)
         self._no_face_looks[session_id] = looks + 1
         return LOOK_TURNS[looks % len(LOOK_TURNS)]
@@ -421,7 +421,7 @@ class FaceSwapChain:
         if plan.to_detect:
             with self.timer.stage("convert"):
                 frames_rgb.whole(plan.to_detect)
-            by_turn = defaultdict(list)  # a session with no face looks at some frames turned (detect/turned.py)
+            by_turn = defaultdict(list)  # quarter turns -> frames: a session with no face looks at some turned
             for frame in plan.to_detect:
                 by_turn[self._look_turn(plan.sessions[frame].session_id, plan.sessions[frame].detect)].append(frame)
             # on the CPU a periodic look reads the frames at half size; a GPU has the time for full size
@@ -430,8 +430,13 @@ class FaceSwapChain:
             with self.timer.stage("detect"):
                 for turns, frames in by_turn.items():
                     upright = to_uint8_hwc(rgb[frames])
-                    found = detect_turned(self.detector, upright, turns) if turns else self.detector.detect(upright, size)
+                    found = detect_turned(self.detector, upright, turns) if turns != (0,) else self.detector.detect(upright, size)
                     detected.update(zip(frames, found))
+                    if len(turns) == 1:  # a new face, looked at upright or upside down: checked half a turn on
+                        new = [frame for frame, faces in zip(frames, found) if len(faces) and plan.sessions[frame].detect == "no_faces"]
+                        if new:
+                            checked = half_turn_checked(self.detector, to_uint8_hwc(rgb[new]), [detected[f] for f in new], turns[0])
+                            detected.update(zip(new, checked))
         per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
         boxes, eyes, index = stack_crops(per_frame, self.device)
         if len(index):

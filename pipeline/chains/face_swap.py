@@ -29,7 +29,7 @@ from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
 from pipeline.color import rgb_to_i420
 from pipeline.detect import FaceDetector
-from pipeline.detect.turned import detect_turned, half_turn_checked
+from pipeline.detect.turned import detect_turned, half_turn_checked, upright_turns
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
@@ -223,11 +223,14 @@ class FaceSwapChain:
 
     def _look_turn(self, session_id: str, reason: str | None) -> tuple[int, ...]:
         """Quarter turns of the frame this look reads it at: while a session finds no face, every
-        second look is turned (LOOK_TURNS); a session with faces looks upright. The count goes on
+        second look is turned (LOOK_TURNS); a session with faces looks upright, or for a face it
+        lost, at the turn that shows that face upright (held where it was last seen, it may have
+        moved out of its crop). The count goes on
         through a face found and lost again, so that the next looks try the other turns rather
         than the one whose face did not hold."""
-        if reason == "lost":
-            return (0,)
+        if reason == "lost":  # looked for at the turn that shows the lost face upright
+            lost = [track for track in self.tracker.tracks(session_id) if track.misses]
+            return (upright_turns(lost[0].smoothed),) if lost else (0,)
         if reason != "no_faces":  # faces followed
             self._no_face_looks.pop(session_id, None)
             return (0,)

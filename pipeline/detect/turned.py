@@ -62,6 +62,15 @@ def _best_of(found: list[Detections], iou_threshold: float) -> Detections:
     return Detections(boxes[order], scores[order], keypoints[order])
 
 
+def upright_turns(points: torch.Tensor) -> int:
+    """The quarter turns (counter-clockwise, as `detect_turned` takes them) that bring the face
+    with mesh points [468, 2+] nearest upright: its eye line (outer corners) is rolled by that
+    many quarter turns, each taking 90 degrees off its angle in the image (y down)."""
+    line = points[263, :2] - points[33, :2]
+    degrees = float(torch.rad2deg(torch.atan2(line[1], line[0])))
+    return round(degrees / 90) % 4
+
+
 def turned_back_points(points: torch.Tensor, turns: int, height: int, width: int) -> torch.Tensor:
     """(x, y) points [..., 2] in an H x W frame turned `turns` quarter turns counter-clockwise ->
     the same points in the frame as it was."""

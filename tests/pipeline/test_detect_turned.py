@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pipeline.detect import FaceDetector
-from pipeline.detect.turned import detect_turned, turned_back_points
+from pipeline.detect.turned import detect_turned, turned_back_points, upright_turns
 from photos import face_rgb
 
 
@@ -41,3 +41,12 @@ def test_a_face_on_its_side_or_upside_down_is_found_where_it_is(turns):
     side = float((expected.boxes[0, 2:] - expected.boxes[0, :2]).amax())
     corners = turned_back_points(expected.boxes[0].view(2, 2), 4 - turns, turned_height, turned_width)
     assert torch.allclose(found.boxes[0], torch.cat((corners.amin(dim=0), corners.amax(dim=0))), atol=0.02 * side)
+
+
+@pytest.mark.parametrize("degrees, turns", [(5, 0), (44, 0), (46, 1), (80, 1), (-85, 3), (-145, 2), (179, 2), (-175, 2)])
+def test_the_turn_that_shows_a_face_upright(degrees, turns):
+    """A face whose eye line lies at `degrees` in the image (y down): turned `turns` quarter turns
+    counter-clockwise, its eye line lies within 45 degrees of level."""
+    points = torch.zeros(468, 2)
+    points[263] = torch.tensor([np.cos(np.radians(degrees)), np.sin(np.radians(degrees))])
+    assert upright_turns(points) == turns

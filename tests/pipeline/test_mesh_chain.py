@@ -477,3 +477,34 @@ def test_a_rolled_head_is_swapped_steadily_and_the_right_way_up(chain_and_faces,
         assert abs(off) < 10, f"followed {off:.0f} degrees off"
         chain.forget_session(session)
         chain.forget_session(upright_session)
+
+
+def shifted(i420: np.ndarray, dx: int) -> np.ndarray:
+    """An I420 frame's picture moved dx (even) pixels to the right, wrapping around."""
+    height = i420.shape[0] * 2 // 3
+    out = i420.copy()
+    out[:height] = np.roll(i420[:height], dx, axis=1)
+    planes = i420[height:].reshape(2, height // 2, i420.shape[1] // 2)
+    out[height:] = np.roll(planes, dx // 2, axis=2).reshape(out[height:].shape)
+    return out
+
+
+@pytest.mark.parametrize("degrees", [105, -75])
+def test_a_rolled_head_that_moves_out_of_its_crop_is_found_again_at_once(chain_and_faces, degrees):
+    """A tracked face that jumps out of its crop is held and looked for. The looks for a lost face
+    read the frame upright, where a head rolled past 60 degrees is not found: the swap was held
+    for three frames, then gone for four (`xxx....xxx`), until the looks for no face turned. They
+    now read it at the turn that shows the lost face upright."""
+    chain, _, face_id = chain_and_faces
+    session = f"moving{degrees}"
+    frame = rotated("obama3.jpg", degrees)
+    frames = [frame] * 5 + [shifted(frame, 120)] * 10
+    swapped, where = "", []
+    for k, each in enumerate(frames):
+        swapped += "x" if chain.run([ChainItem(session, each, {"face_id": face_id}, time=k / 30)])[0] is not None else "."
+        where.append(float(chain.tracker.tracks(session)[0].smoothed[:, 0].mean()) if chain.tracker.tracks(session) else None)
+    print(f"\n{degrees} degrees, moved after 5 frames: {swapped}")
+    first = swapped.find("x")
+    assert 0 <= first < 4 and set(swapped[first:]) == {"x"}, swapped
+    assert abs(where[-1] - where[4] - 120) < 10, "followed to where it went"
+    chain.forget_session(session)

@@ -225,9 +225,8 @@ class FaceSwapChain:
         """Quarter turns of the frame this look reads it at: while a session finds no face, every
         second look is turned (LOOK_TURNS); a session with faces looks upright, or for a face it
         lost, at the turn that shows that face upright (held where it was last seen, it may have
-        moved out of its crop). The count goes on
-        through a face found and lost again, so that the next looks try the other turns rather
-        than the one whose face did not hold."""
+        moved out of its crop). The count goes on through a face found and lost again, so that
+        the next looks try the other turns rather than the one whose face did not hold."""
         if reason == "lost":  # looked for at the turn that shows the lost face upright
             lost = [track for track in self.tracker.tracks(session_id) if track.misses]
             return (upright_turns(lost[0].smoothed),) if lost else (0,)

@@ -9,6 +9,8 @@ a quarter or half turn finds it upright; boxes and key points are turned back.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from pipeline.detect.detector import Detections, FaceDetector
@@ -68,7 +70,7 @@ def upright_turns(points: torch.Tensor) -> int:
     many quarter turns, each taking 90 degrees off its angle in the image (y down)."""
     line = points[263, :2] - points[33, :2]
     degrees = float(torch.rad2deg(torch.atan2(line[1], line[0])))
-    return round(degrees / 90) % 4
+    return round(degrees / 90) % 4 if math.isfinite(degrees) else 0  # a broken mesh: upright
 
 
 def turned_back_points(points: torch.Tensor, turns: int, height: int, width: int) -> torch.Tensor:

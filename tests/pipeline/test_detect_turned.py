@@ -50,3 +50,7 @@ def test_the_turn_that_shows_a_face_upright(degrees, turns):
     points = torch.zeros(468, 2)
     points[263] = torch.tensor([np.cos(np.radians(degrees)), np.sin(np.radians(degrees))])
     assert upright_turns(points) == turns
+
+
+def test_a_broken_mesh_is_looked_for_upright():
+    assert upright_turns(torch.full((468, 2), float("nan"))) == 0

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-import av
 import numpy as np
 
 from signaling.client import ClientSession, FacefuseClient, ReceivedFrame, ServerError

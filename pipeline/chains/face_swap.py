@@ -431,14 +431,11 @@ class FaceSwapChain:
             size = periodic_look_size(*rgb.shape[2:], self.detector.input_size) if periodic and self.device.type == "cpu" else None
             with self.timer.stage("detect"):
                 for turns, frames in by_turn.items():
-                    upright = to_uint8_hwc(rgb[frames])
-                    found = detect_turned(self.detector, upright, turns) if turns != (0,) else self.detector.detect(upright, size)
-                    detected.update(zip(frames, found))
-                    if len(turns) == 1:  # a new face, looked at upright or upside down: checked half a turn on
-                        new = [frame for frame, faces in zip(frames, found) if len(faces) and plan.sessions[frame].detect == "no_faces"]
-                        if new:
-                            checked = half_turn_checked(self.detector, to_uint8_hwc(rgb[new]), [detected[f] for f in new], turns[0])
-                            detected.update(zip(new, checked))
+                    detected.update(zip(frames, detect_turned(self.detector, to_uint8_hwc(rgb[frames]), turns, size)))
+                    if len(turns) == 1:  # a new face, seen upright or upside down: checked half a turn on
+                        new = [frame for frame in frames if len(detected[frame]) and plan.sessions[frame].detect == "no_faces"]
+                        checked = half_turn_checked(self.detector, to_uint8_hwc(rgb[new]), [detected[f] for f in new], turns[0]) if new else []
+                        detected.update(zip(new, checked))
         per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
         boxes, eyes, index = stack_crops(per_frame, self.device)
         if len(index):

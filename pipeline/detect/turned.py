@@ -15,11 +15,14 @@ import torch
 
 from pipeline.detect.detector import Detections, FaceDetector
 from pipeline.detect.nms import batched_nms
+from pipeline.landmarks.crops import LEFT_EYE_CORNER, RIGHT_EYE_CORNER
 
 
-def detect_turned(detector: FaceDetector, frames: torch.Tensor, turns: int | tuple[int, ...]) -> list[Detections]:
+def detect_turned(
+    detector: FaceDetector, frames: torch.Tensor, turns: int | tuple[int, ...], input_size: int | None = None
+) -> list[Detections]:
     """The faces in frames [N, H, W, 3] uint8 found with the frames turned `turns` quarter turns
-    counter-clockwise (np.rot90's k), in the frames' own pixels. Key points keep the detector's
+    counter-clockwise (np.rot90's k), in the frames' own pixels (input_size: as the detector's). Key points keep the detector's
     order as seen in the turned frame (its image-left eye first), so the eye line still gives the
     face's roll.
 
@@ -34,9 +37,9 @@ def detect_turned(detector: FaceDetector, frames: torch.Tensor, turns: int | tup
     for turn in every:
         turn %= 4
         if turn == 0:
-            looks.append(detector.detect(frames))
+            looks.append(detector.detect(frames, input_size))
         else:
-            found = detector.detect(torch.rot90(frames, turn, dims=(1, 2)).contiguous())
+            found = detector.detect(torch.rot90(frames, turn, dims=(1, 2)).contiguous(), input_size)
             looks.append([_turned_back(faces, turn, height, width) for faces in found])
     if len(looks) == 1:
         return looks[0]
@@ -68,7 +71,7 @@ def upright_turns(points: torch.Tensor) -> int:
     """The quarter turns (counter-clockwise, as `detect_turned` takes them) that bring the face
     with mesh points [468, 2+] nearest upright: its eye line (outer corners) is rolled by that
     many quarter turns, each taking 90 degrees off its angle in the image (y down)."""
-    line = points[263, :2] - points[33, :2]
+    line = points[RIGHT_EYE_CORNER, :2] - points[LEFT_EYE_CORNER, :2]
     degrees = float(torch.rad2deg(torch.atan2(line[1], line[0])))
     return round(degrees / 90) % 4 if math.isfinite(degrees) else 0  # a broken mesh: upright
 

@@ -43,8 +43,9 @@ def match_colour(source: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     applied in one batched product."""
     n, channels, height, width = source.shape
     sample = (slice(None), slice(None), slice(None, None, 2), slice(None, None, 2))
+    target_ycc = rgb_to_ycc(target[sample])
     src_mean, src_std = masked_stats(rgb_to_ycc(source[sample]), weight[sample])
-    dst_mean, dst_std = masked_stats(rgb_to_ycc(target[sample]), weight[sample])
+    dst_mean, dst_std = masked_stats(target_ycc, weight[sample])
     ratio = (dst_std / src_std).clamp(*STD_RATIO)[:, :, 0, 0]  # [N, 3]
     forward, inverse = _RGB_TO_YCC.to(source.device, source.dtype), _YCC_TO_RGB.to(source.device, source.dtype)
     matrix = inverse @ (ratio[:, :, None] * forward)  # [N, 3, 3]
@@ -53,16 +54,18 @@ def match_colour(source: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     matrix = torch.where(empty[:, None, None], torch.eye(3, device=source.device, dtype=source.dtype), matrix)
     offset = torch.where(empty[:, None, None], torch.zeros_like(offset), offset)
     moved = torch.baddbmm(offset, matrix, source.reshape(n, channels, height * width)).view(n, channels, height, width)
-    moved = _no_brighter_than(moved, target, weight, sample)
+    moved = _no_brighter_than(moved, target_ycc[:, 0], weight[sample][:, 0])
     return moved.clamp_(0.0, 1.0)
 
 
-def _no_brighter_than(moved: torch.Tensor, target: torch.Tensor, weight: torch.Tensor, sample: tuple) -> torch.Tensor:
+def _no_brighter_than(moved: torch.Tensor, target_luma: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Luma above the target skin's own brightest (its HIGHLIGHT_QUANTILE) eased down to it, over
     HIGHLIGHT_KNEE: a source's highlight, stretched by the std ratio onto a brighter target, turned
-    white (biden.jpg's nose tip on obama.jpg's skin: 0.994, where the target's own reaches 0.805)."""
-    skin = (weight[sample] > 0.5).flatten(1)
-    luma = rgb_to_ycc(target[sample])[:, 0].flatten(1)
+    white (biden.jpg's nose tip on obama.jpg's skin: 0.994, where the target's own reaches 0.805).
+    target_luma and weight [N, h, w]: the target's luma and the skin weight, sampled as the
+    statistics are."""
+    skin = (weight > 0.5).flatten(1)
+    luma = target_luma.flatten(1)
     # the quantile as the k-th brightest skin sample (a partial sort: a fraction of a full one's time)
     count = skin.sum(dim=1)
     ranks = min(luma.shape[1], math.ceil((1 - HIGHLIGHT_QUANTILE) * luma.shape[1]) + 1)

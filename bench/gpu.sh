@@ -26,7 +26,8 @@ part() { echo "== [${SECONDS} s] $*"; }  # where the time went, should a run be 
 
 # Every GPU test, with the reasons of any skip shown: none may skip here.
 part "GPU tests"
-"$PYTHON" -m pytest -m gpu -rs -q -p no:cacheprovider tests/pipeline  # every gpu test is a pipeline test
+# --durations: the slowest, so that a run cut short says where the five minutes went
+"$PYTHON" -m pytest -m gpu -rs -q -p no:cacheprovider --durations=15 tests/pipeline  # every gpu test is a pipeline test
 
 # The face chain's stages on the GPU, fp32 and fp16.
 for half in "" "--half"; do

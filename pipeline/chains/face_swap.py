@@ -56,6 +56,10 @@ REFERENCE_THRESHOLD = 0.5
 # head on its side upright, the other upside down (detect/turned.py keeps the better). A session
 # with no face costs 1.25 upright looks a frame.
 LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (1, 3), (0,), (2,))
+# While its faces are tracked, the turns of a session's periodic looks for new ones (every 15th
+# frame): mostly upright (a person walking in is found within half a second), every fourth both
+# sides (a second person lying down, within two seconds), for a quarter more detector work.
+PERIODIC_LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (0,), (0,), (1, 3))
 # the frame size the warm-up runs at (a webcam's)
 WARM_UP_WIDTH, WARM_UP_HEIGHT = 640, 480
 
@@ -115,6 +119,7 @@ class FaceSwapChain:
         self._analysis_lock = threading.Lock()
         self._embedder_lock = threading.Lock()
         self._no_face_looks: dict[str, int] = {}  # per session: looks in a row that found no face
+        self._periodic_looks: dict[str, int] = {}  # per session: periodic looks so far
 
     def warm_up(self, max_batch: int = 1, sizes: Sequence[int] | None = None) -> None:
         """Loads every model and runs each stage once; on CUDA at every batch size up to max_batch
@@ -223,22 +228,26 @@ class FaceSwapChain:
 
     def _look_turn(self, session_id: str, reason: str | None) -> tuple[int, ...]:
         """Quarter turns of the frame this look reads it at: while a session finds no face, every
-        second look is turned (LOOK_TURNS); a session with faces looks upright, or for a face it
-        lost, at the turn that shows that face upright (held where it was last seen, it may have
-        moved out of its crop). The count goes on through a face found and lost again, so that
-        the next looks try the other turns rather than the one whose face did not hold."""
+        second look is turned (LOOK_TURNS); a session with faces looks for new ones mostly
+        upright (PERIODIC_LOOK_TURNS), and for a face it lost at the turn that shows that face
+        upright (held where it was last seen, it may have moved out of its crop). The count of
+        looks for no face goes on through a face found and lost again, so that the next looks try
+        the other turns rather than the one whose face did not hold."""
         if reason == "lost":  # looked for at the turn that shows the lost face upright
             lost = [track for track in self.tracker.tracks(session_id) if track.misses]
             return (upright_turns(lost[0].smoothed),) if lost else (0,)
-        if reason != "no_faces":  # faces followed
+        if reason == "periodic":  # faces followed
             self._no_face_looks.pop(session_id, None)
-            return (0,)
+            periodic = self._periodic_looks.get(session_id, 0)
+            self._periodic_looks[session_id] = periodic + 1
+            return PERIODIC_LOOK_TURNS[periodic % len(PERIODIC_LOOK_TURNS)]
         looks = self._no_face_looks.get(session_id, 0)
         self._no_face_looks[session_id] = looks + 1
         return LOOK_TURNS[looks % len(LOOK_TURNS)]
 
     def _forget(self, session_id: str) -> None:
         self._no_face_looks.pop(session_id, None)
+        self._periodic_looks.pop(session_id, None)
         self.tracker.forget(session_id)
         if self.hands is not None:
             self.hands.forget(session_id)

@@ -211,6 +211,35 @@ def test_periodic_looks_read_frames_at_half_size_and_find_a_face_that_comes_in(c
     assert (right_change > 0).mean() > 0.01, "and is swapped"
 
 
+@pytest.mark.parametrize("turns", [1, 3])
+def test_a_head_on_its_side_beside_a_tracked_face_is_found_by_the_periodic_looks(chain_and_faces, turns):
+    """The periodic looks for new faces read the frame upright, where a head rolled past about 60
+    degrees is not found: a second person lying down beside a tracked face was never swapped.
+    Every fourth periodic look reads the frame turned both ways (PERIODIC_LOOK_TURNS)."""
+    chain, _, face_id = chain_and_faces
+    session = f"beside-{turns}"
+    halves = [fitted("obama.jpg"), np.ascontiguousarray(np.rot90(fitted("obama3.jpg"), turns))]
+    rgb = np.ascontiguousarray(np.concatenate(halves, axis=1))
+    frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p").to_ndarray()
+    counts = []
+    for k in range(64):  # four periodic looks: every 15th frame
+        out = chain.run([ChainItem(session, frame, {"face_id": face_id}, time=k / 30)])[0]
+        counts.append(len(chain.tracker.tracks(session)))
+    print(f"\nturned {turns}: faces tracked per frame {''.join(map(str, counts))}")
+    assert counts[0] == 1, "the first look finds the upright face only"
+    assert counts[-1] == 2, "a periodic look found the head on its side"
+    rolled = max(chain.tracker.tracks(session), key=lambda track: float(track.smoothed[:, 0].mean()))
+    roll = eye_line_degrees(rolled.smoothed)
+    off = (roll + 90 * turns + 180) % 360 - 180  # turned counter-clockwise: its eye line at -90 degrees a turn
+    print(f"eye line of the head on its side: {roll:.0f} degrees")
+    assert abs(off) < 15, "followed the right way up"
+    assert out is not None
+    right_change = np.abs(out[:480, 480:].astype(int) - frame[:480, 480:].astype(int))
+    right_change[:60, 400:] = 0  # the badge
+    assert (right_change > 0).mean() > 0.01, "and it is swapped"
+    chain.forget_session(session)
+
+
 def test_the_swapped_face_keeps_the_targets_landmarks(chain_and_faces):
     """Geometry, pose and expression are the target's: re-measured landmarks stay within 5 % of
     the inter-ocular distance of the target's own."""

@@ -240,6 +240,21 @@ def test_a_head_on_its_side_beside_a_tracked_face_is_found_by_the_periodic_looks
     chain.forget_session(session)
 
 
+@pytest.mark.parametrize("degrees", [45, -60])
+def test_a_turned_periodic_look_finds_no_second_face_on_a_tilted_one(chain_and_faces, degrees):
+    """A tilted head that the upright looks follow is seen only 45-60 degrees off upright by the
+    turned periodic looks too; where they find it, it is the face already followed, not a new one."""
+    chain, _, face_id = chain_and_faces
+    session = f"tilted-periodic{degrees}"
+    frame = rotated("obama3.jpg", degrees)
+    counts = ""
+    for k in range(64):  # four periodic looks, the last turned
+        chain.run([ChainItem(session, frame, {"face_id": face_id}, time=k / 30)])
+        counts += str(len(chain.tracker.tracks(session)))
+    assert counts == "1" * 64, counts
+    chain.forget_session(session)
+
+
 def test_the_swapped_face_keeps_the_targets_landmarks(chain_and_faces):
     """Geometry, pose and expression are the target's: re-measured landmarks stay within 5 % of
     the inter-ocular distance of the target's own."""

@@ -46,7 +46,14 @@ async def test_upload_analyses_the_face_and_the_session_gets_swapped_video():
             with pytest.raises(ServerError) as caught:
                 await client.upload_face(encode_still(np.full((240, 320, 3), 90, np.uint8), "png"), "image/png")
             assert caught.value.status == 422 and caught.value.code == "no_face"
+            tiny = av.VideoFrame.from_ndarray(face_rgb("obama.jpg"), format="rgb24").reformat(72, 90).to_ndarray(format="rgb24")
+            with pytest.raises(ServerError) as caught:  # a face about 24 px across
+                await client.upload_face(encode_still(tiny, "png"), "image/png")
+            assert caught.value.status == 422 and caught.value.code == "face_too_small", caught.value
+            assert "at least 40 px" in str(caught.value)
             hopper = await client.upload_face(face_path("grace_hopper.jpg").read_bytes())
+            described = await client.request("GET", f"/api/faces/{hopper}")
+            assert 150 < described["face_size"] < 260, described  # grace_hopper.jpg (512x600): the face about 200 px
 
             source = ImageTrack(top_at_aspect(face_rgb("obama.jpg"), 640, 480))  # as a webcam frames him
             sent = source._image[:480].astype(np.int16)

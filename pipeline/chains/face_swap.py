@@ -31,7 +31,7 @@ from pipeline.color import rgb_to_i420
 from pipeline.detect import FaceDetector
 from pipeline.detect.turned import detect_turned, half_turn_checked, upright_turns
 from pipeline.device_transfer import DeviceTransfer, Upload
-from pipeline.faces import FaceLibrary, FaceNotFound
+from pipeline.faces import MIN_FACE_SIZE, FaceLibrary, FaceNotFound, FaceTooSmall
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
 from pipeline.hands.hand_landmarks import Rois
 from pipeline.landmarks import FaceMesher, boxes_from_points, crop_extents, crop_faces, to_frame_coords
@@ -170,11 +170,17 @@ class FaceSwapChain:
         self.transfer.download(merged)
 
     def analyse_face(self, image_rgb: np.ndarray) -> SourceFace | None:
-        """The source face (crop and mesh) and its identity, so it can also serve as a reference."""
+        """The source face (crop and mesh) and its identity, so it can also serve as a reference;
+        None for no face, FaceTooSmall for one under MIN_FACE_SIZE."""
         with self._analysis_lock, torch.inference_mode():
             source = analyse_source(image_rgb, self.detector, self.mesher)
             if source is None:
                 return None
+            if source.face_size is not None and source.face_size < MIN_FACE_SIZE:
+                raise FaceTooSmall(
+                    f"the face in the photo is {source.face_size:.0f} px across, too small to swap from: "
+                    f"upload a photo where it is at least {MIN_FACE_SIZE} px"
+                )
             crop = (source.image * 255).round().to(torch.uint8).permute(1, 2, 0)[None]
             first = torch.zeros(1, dtype=torch.long, device=self.device)
             identity = self._identity(crop, source.points[None], first)[0]

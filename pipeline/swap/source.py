@@ -30,7 +30,8 @@ class SourceFace:
     skin [1, S, S] in [0, 1]: where the image shows the face itself, not its backdrop or padding,
     from the outline, the photo's extent and, at upload, hair hanging over the forehead
     (source_skin.py; worked out here from the outline alone when not given, the whole crop taken as
-    photo)."""
+    photo). face_size: the larger side of the face's mesh box in the uploaded photo's own
+    pixels (None where not analysed from a photo), which says how sharp a swap from it can be."""
 
     image: torch.Tensor
     points: torch.Tensor
@@ -38,6 +39,7 @@ class SourceFace:
     latent: torch.Tensor | None = None  # inswapper source latent [512], when the chain runs the learned swapper
     controls: torch.Tensor | None = None
     skin: torch.Tensor | None = None
+    face_size: float | None = None
 
     def __post_init__(self) -> None:
         # frozen: set once, here
@@ -57,6 +59,7 @@ class SourceFace:
             moved(self.latent),
             moved(self.controls),
             moved(self.skin),
+            self.face_size,
         )
 
 
@@ -105,7 +108,8 @@ def analyse_source(
     image = F.interpolate(image, size=(size, size), mode="bilinear", align_corners=False, antialias=side > size)[0]
     image, in_photo = image.clamp(0.0, 1.0).split((3, 1))
     crop_points = ((xy - torch.tensor([x0, y0], device=device, dtype=xy.dtype)) * (size / side)).contiguous()
-    return SourceFace(image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo, image))
+    face_size = float((high - low).amax())
+    return SourceFace(image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo, image), face_size=face_size)
 
 
 # Quarter turns tried, in order, when a photo shows no face as it is: on its side either way is

@@ -10,7 +10,7 @@ import torch
 import pipeline.rgb_frames as rgb_frames
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
-from pipeline.faces import FaceLibrary, FaceNotFound
+from pipeline.faces import MIN_FACE_SIZE, FaceLibrary, FaceNotFound, FaceTooSmall
 from face_zone import changed_outside, detected_face_zone
 from photos import face_i420, face_rgb
 from sdist_photos import video_frames
@@ -30,6 +30,29 @@ def test_no_face_in_a_photo_means_no_analysis(chain_and_faces):
     chain, _, _ = chain_and_faces
     flat = np.full((400, 300, 3), 128, np.uint8)
     assert chain.analyse_face(flat) is None
+
+
+def scaled_photo(name: str, factor: float) -> np.ndarray:
+    rgb = face_rgb(name)
+    width, height = round(rgb.shape[1] * factor) // 2 * 2, round(rgb.shape[0] * factor) // 2 * 2
+    return av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(width, height, interpolation="AREA").to_ndarray(format="rgb24")
+
+
+def test_a_face_too_small_to_swap_from_is_refused_with_its_size(chain_and_faces):
+    """The analysis measures the face (its mesh box's larger side, in the photo's pixels); a face
+    under MIN_FACE_SIZE is refused, saying how large it is and how large it must be."""
+    chain, _, _ = chain_and_faces
+    full = chain.analyse_face(face_rgb("obama.jpg"))
+    assert 250 < full.face_size < 350, full.face_size  # obama.jpg: 910x1137, the face about 230 px wide
+    half = chain.analyse_face(scaled_photo("obama.jpg", 0.5))
+    assert abs(half.face_size / full.face_size - 0.5) < 0.05, "the size scales with the photo"
+    with pytest.raises(FaceTooSmall) as refused:
+        chain.analyse_face(scaled_photo("obama.jpg", 30 / full.face_size))
+    message = str(refused.value)
+    assert f"at least {MIN_FACE_SIZE} px" in message and " px across" in message, message
+    size = int(message.split(" px across")[0].rsplit(" ", 1)[-1])
+    assert 25 <= size < MIN_FACE_SIZE, message
+    assert chain.analyse_face(scaled_photo("obama.jpg", 48 / full.face_size)) is not None, "just above the floor"
 
 
 def test_swaps_the_face_and_leaves_the_rest_bit_exact(chain_and_faces):

@@ -73,6 +73,9 @@ async def test_multipart_upload(api):
     empty = aiohttp.FormData()
     empty.add_field("other", b"x", filename="x.bin")
     await expect_error(api.request("POST", "/api/faces", data=empty), 400, "missing_image")
+    no_file = aiohttp.FormData()  # a form sent with no file chosen
+    no_file.add_field("image", b"", filename="", content_type="application/octet-stream")
+    await expect_error(api.request("POST", "/api/faces", data=no_file), 400, "empty_body")
     # fields before the image are read and count against the size limit
     after_a_field = aiohttp.FormData()
     after_a_field.add_field("note", b"n" * 1000, filename="note.txt")

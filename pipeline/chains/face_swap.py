@@ -16,6 +16,7 @@ disclosure badge) are written back: everything else stays bit-exact.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from collections import defaultdict
@@ -108,7 +109,7 @@ class FaceSwapChain:
         self.convert_where_read = device.type == "cpu"
         self.timer = StageTimer()
         self.transfer = DeviceTransfer(device)
-        self._embedder: IdentityEmbedder | None = None  # loaded when a session first swaps only a reference face
+        self._embedder: IdentityEmbedder | None = None  # loaded by warm_up (or the first upload's analysis)
         # Batches run one at a time (the tracker follows each session frame by frame). An upload's
         # analysis runs beside them, on the same models (they keep no state between calls), so a
         # new face never waits for the batch in progress; analyses run one at a time.
@@ -178,7 +179,7 @@ class FaceSwapChain:
                 return None
             if source.face_size is not None and source.face_size < MIN_FACE_SIZE:
                 raise FaceTooSmall(
-                    f"the face in the photo is {source.face_size:.0f} px across, too small to swap from: "
+                    f"the face in the photo is {math.floor(source.face_size)} px across, too small to swap from: "
                     f"upload a photo where it is at least {MIN_FACE_SIZE} px"
                 )
             crop = (source.image * 255).round().to(torch.uint8).permute(1, 2, 0)[None]
@@ -288,6 +289,9 @@ class FaceSwapChain:
     def run_staged(self, staged: _StagedBatch) -> list[ChainResult]:
         results = list(staged.results)
         with self._batch_lock, torch.inference_mode():
+            for index, item in enumerate(staged.batch):
+                if index not in staged.sources:  # not swapped: its faces are not followed meanwhile,
+                    self._forget(item.session_id)  # and a swap that resumes must not start from stale ones
             for indices, frames in staged.groups:
                 items = [staged.batch[i] for i in indices]
                 self._forget_resized(items)
@@ -441,7 +445,8 @@ class FaceSwapChain:
             by_turn = defaultdict(list)  # quarter turns -> frames: a session with no face looks at some turned
             for frame in plan.to_detect:
                 by_turn[self._look_turn(plan.sessions[frame].session_id, plan.sessions[frame].detect)].append(frame)
-            # on the CPU a periodic look reads the frames at half size; a GPU has the time for full size
+            # on the CPU a batch whose looks are all periodic reads the frames at half size (batched with
+            # a first look or a look for a lost face, at full size); a GPU has the time for full size
             periodic = {plan.sessions[i].detect for i in plan.to_detect} == {"periodic"}
             size = periodic_look_size(*rgb.shape[2:], self.detector.input_size) if periodic and self.device.type == "cpu" else None
             with self.timer.stage("detect"):

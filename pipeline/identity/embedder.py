@@ -14,7 +14,8 @@ class IdentityEmbedder:
 
     The cosine of two embeddings says how alike two faces' identities are: about 0.6-0.8 for two
     photos of one person, below about 0.3 for two people (OpenCV's SFace threshold is 0.363).
-    Not thread-safe: one caller at a time (the runner's thread).
+    It keeps no state between calls, so the chain's batch thread and an upload's analysis may call
+    it at once.
     """
 
     def __init__(self, device: torch.device, half: bool = False) -> None:

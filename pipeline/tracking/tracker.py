@@ -3,7 +3,7 @@
 A pure policy in the manner of the batch policy: it calls no model. For each batch the chain
 1. asks `plan` which frames need the detector and where each tracked face is to be cropped
    (from its smoothed landmarks in the session's previous frame),
-2. runs the detector on those frames in one call, and asks `crops` for each session's full crop
+2. runs the detector on those frames (one call per quarter turn looked at), and asks `crops` for each session's full crop
    list (the planned crops, plus detections of faces that are new or were lost),
 3. crops and meshes every face of the batch in one call (a face cropped from a detector's box
    once more, from its first mesh's extent), and hands the mesh points (in frame

@@ -64,6 +64,8 @@ async def _read_multipart_image(request: web.Request, limit: int, too_large: Api
             if getattr(part, "name", None) == "image":
                 data += chunk
         if getattr(part, "name", None) == "image":
+            if not data:  # a form sent with no file chosen
+                raise ApiError(400, "empty_body", "the multipart field 'image' is empty: choose an image file")
             return bytes(data)
     raise ApiError(400, "missing_image", "the multipart body has no field named 'image'")
 

@@ -195,6 +195,26 @@ def changed_halves(chain, frame: np.ndarray, options: dict) -> tuple[bool, bool]
     return bool((luma_change[:, :480] > 0).mean() > 0.01), bool((luma_change[:, 480:] > 0).mean() > 0.01)
 
 
+def test_a_swap_that_resumes_starts_from_the_faces_of_now(chain_and_faces):
+    """While no face is chosen the session's faces are not followed. Its tracks were kept as they
+    were, so a swap resumed after the person had moved drew a fading source face where the face
+    used to be (over the wall, for three frames) and missed the face where it is now."""
+    chain, _, face_id = chain_and_faces
+    session = "paused"
+    before, after = two_faces("obama.jpg", None), two_faces(None, "obama.jpg")
+    for k in range(3):
+        chain.run([ChainItem(session, before, {"face_id": face_id}, time=k / 30)])
+    for k in range(3, 33):
+        assert chain.run([ChainItem(session, after, {"face_id": None}, time=k / 30)])[0] is None
+    out = chain.run([ChainItem(session, after, {"face_id": face_id}, time=33 / 30)])[0]
+    assert out is not None
+    luma_change = np.abs(out[:480].astype(int) - after[:480].astype(int))
+    luma_change[:60, 880:] = 0  # the badge
+    assert int(luma_change[:, :480].max()) == 0, "nothing drawn where the face was"
+    assert (luma_change[:, 480:] > 0).mean() > 0.01, "the face where it is now swapped at once"
+    chain.forget_session(session)
+
+
 def test_which_faces_to_swap(chain_and_faces):
     chain, faces, face_id = chain_and_faces
     frame = two_faces("obama.jpg", "biden.jpg")

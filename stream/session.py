@@ -287,14 +287,18 @@ class Session:
         if kind == "set_swap":
             if "swap" not in command:
                 raise InvalidCommand("set_swap needs 'swap': all, largest or reference")
-            return {"type": "swap", **self.set_swap(command["swap"], command.get("reference_face_id"))}
+            return {"type": "swap", **self.set_swap(command["swap"], command.get("reference_face_id"), command.get("reference_threshold"))}
         raise InvalidCommand(f"unknown command type {kind!r}", code="unknown_command")
 
-    def set_swap(self, mode: object, reference_face_id: object = None) -> dict[str, object]:
-        """Changes which faces are swapped mid-stream, by the offer's rules (a reference photo
-        only with mode 'reference'); returns the new {"swap", "reference_face_id"?}.
-        InvalidSwapOptions, FaceNotFound, FaceForbidden, before anything changes."""
-        swap = {"swap": mode, "reference_face_id": reference_face_id} if mode == "reference" else {"swap": mode}
+    def set_swap(self, mode: object, reference_face_id: object = None, reference_threshold: object = None) -> dict[str, object]:
+        """Changes which faces are swapped mid-stream, by the offer's rules (a reference photo and
+        its threshold only with mode 'reference'); returns the new {"swap", "reference_face_id"?,
+        "reference_threshold"?}. InvalidSwapOptions, FaceNotFound, FaceForbidden, before anything changes."""
+        swap: dict[str, object] = {"swap": mode}
+        if mode == "reference":
+            swap["reference_face_id"] = reference_face_id
+        if reference_threshold is not None:
+            swap["reference_threshold"] = reference_threshold
         check_swap_options(swap, self._faces, self.account_id)
         self.options = {**{key: value for key, value in self.options.items() if key not in SWAP_KEYS}, **swap}
         if self._in_runner and not self._close_started:

@@ -1,6 +1,7 @@
 """Which faces a session swaps: `options.swap` of its offer, or later the data channel's
 `set_swap` command. Every face (the default), the largest, or only those matching an uploaded
-photo of one person (`reference_face_id`)."""
+photo of one person (`reference_face_id`), by an SFace similarity of at least
+`reference_threshold` (default 0.5, pipeline/chains/face_swap.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Mapping
 from pipeline.faces import FaceLibrary
 
 SWAP_MODES = ("all", "largest", "reference")
-SWAP_KEYS = ("swap", "reference_face_id")  # the keys of a session's options that these set
+SWAP_KEYS = ("swap", "reference_face_id", "reference_threshold")  # the keys of a session's options that these set
 
 
 class InvalidSwapOptions(ValueError):
@@ -21,7 +22,7 @@ def check_swap_options(options: Mapping[str, object], faces: FaceLibrary, accoun
     FaceNotFound / FaceForbidden for a reference photo the account cannot use."""
     unknown = sorted(str(key)[:40] for key in options if key not in SWAP_KEYS)
     if unknown:  # a typo, or a payload: options are echoed in every stats event
-        raise InvalidSwapOptions(f"unknown option {unknown[0]!r}; the options are {' and '.join(SWAP_KEYS)}")
+        raise InvalidSwapOptions(f"unknown option {unknown[0]!r}; the options are {', '.join(SWAP_KEYS)}")
     mode = options.get("swap", "all")
     if mode not in SWAP_MODES:
         raise InvalidSwapOptions(f"options.swap must be one of {', '.join(SWAP_MODES)}")
@@ -30,3 +31,12 @@ def check_swap_options(options: Mapping[str, object], faces: FaceLibrary, accoun
         if not isinstance(reference, str):
             raise InvalidSwapOptions("options.swap 'reference' needs options.reference_face_id")
         faces.get(reference, account_id)
+    if "reference_threshold" in options:
+        threshold = options["reference_threshold"]
+        if mode != "reference":
+            raise InvalidSwapOptions("options.reference_threshold goes only with options.swap 'reference'")
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
+            raise InvalidSwapOptions(
+                "options.reference_threshold must be a number between 0 and 1: the SFace similarity from which a face "
+                "counts as the reference person (default 0.5; the same person scores about 0.6-0.8, two people under 0.3)"
+            )

@@ -190,7 +190,12 @@ async def test_offer_with_only_outside_candidates_is_400():
 
 async def test_swap_options_are_checked(api):
     # an unknown option (a typo, or a payload echoed in every stats event) is refused too
-    for options in ({"swap": "everyone"}, {"swap": "reference"}, {"swap": "all", "turbo": True}):
+    for options in (
+        {"swap": "everyone"},
+        {"swap": "reference"},
+        {"swap": "all", "turbo": True},
+        {"swap": "all", "reference_threshold": 0.6},  # a threshold only goes with a reference
+    ):
         await expect_error(api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": options}), 400, "invalid_body")
     await expect_error(
         api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": {"swap": "reference", "reference_face_id": "x"}}),
@@ -238,6 +243,9 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                     ({"type": "set_swap", "swap": "reference"}, "invalid_command"),
                     ({"type": "set_swap", "swap_mode": "largest"}, "invalid_command"),  # no 'swap': not "all"
                     ({"type": "set_swap", "swap": "reference", "reference_face_id": "nope"}, "face_not_found"),
+                    ({"type": "set_swap", "swap": "largest", "reference_threshold": 0.6}, "invalid_command"),
+                    ({"type": "set_swap", **swap, "reference_threshold": 1.5}, "invalid_command"),
+                    ({"type": "set_swap", **swap, "reference_threshold": True}, "invalid_command"),
                     ({"type": "set_face", "face_id": "nope"}, "face_not_found"),
                     ({"type": "set_face", "face_id": 123}, "invalid_command"),
                     ({"type": "set_face"}, "invalid_command"),  # no 'face_id': not "stop swapping"
@@ -262,6 +270,11 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
 
                 # the same over HTTP, for a dashboard or a script that holds no data channel
                 path = f"/api/sessions/{session.session_id}/swap"
+                stricter = {**swap, "reference_threshold": 0.7}
+                assert (await client.request("POST", path, json=stricter))["options"] == stricter
+                assert await answer_to({"type": "set_swap", **stricter}) == {"type": "swap", **stricter}
+                error = await expect_error(client.request("POST", path, json={**swap, "reference_threshold": "high"}), 400, "invalid_body")
+                assert "between 0 and 1" in error.message
                 assert (await client.request("POST", path, json=swap))["options"] == swap
                 await expect_error(client.request("POST", path, json={"swap": "everyone"}), 400, "invalid_body")
                 await expect_error(client.request("POST", path, json={"reference_face_id": reference}), 400, "invalid_body")

@@ -48,8 +48,9 @@ from pipeline.tracking import Observation, Track, Tracker, stack_crops
 from pipeline.tracking.tracker import MAX_COORDINATE
 
 
-# SFace cosine from which a face counts as the reference person (models.md: the same person
-# scored 0.72-0.80 on these photos, different people <= 0.30).
+# SFace cosine from which a face counts as the reference person, unless a session's
+# `reference_threshold` says otherwise (models.md: the same person scored 0.72-0.80 on these
+# photos, different people <= 0.30).
 REFERENCE_THRESHOLD = 0.5
 # While a session finds no face, the quarter turns its looks read the frame at, in turn: upright
 # every second look (a face that comes back upright is found at once), a head on its side or
@@ -207,7 +208,7 @@ class FaceSwapChain:
 
     def _chosen(self, item: ChainItem, frame_tracks: tuple[Track, ...], frames_rgb: RgbFrames, frame: int) -> list[Track]:
         """Which of a frame's faces to swap, by the session's `swap` option: all, the largest, or
-        those matching a reference photo (SFace cosine >= `reference_threshold`)."""
+        those matching a reference photo (SFace cosine >= the session's `reference_threshold`)."""
         mode = item.options.get("swap", "all")
         if mode == "largest" and frame_tracks:
             return [max(frame_tracks, key=lambda t: (t.bounds[2] - t.bounds[0]) * (t.bounds[3] - t.bounds[1]))]
@@ -215,6 +216,7 @@ class FaceSwapChain:
             reference = self._reference_identity(str(item.options.get("reference_face_id", "")))
             if reference is None:
                 return []
+            threshold = float(item.options.get("reference_threshold", REFERENCE_THRESHOLD))
             chosen = []
             for track in frame_tracks:
                 if not isinstance(track.held, torch.Tensor):  # a face's identity is read once per track
@@ -223,7 +225,7 @@ class FaceSwapChain:
                     frame_rgb = to_uint8_hwc(frames_rgb.tensor[frame : frame + 1])
                     with self.timer.stage("identity"):
                         track.held = self._identity(frame_rgb, track.smoothed[None], first)[0]
-                if float(track.held @ reference) >= REFERENCE_THRESHOLD:
+                if float(track.held @ reference) >= threshold:
                     chosen.append(track)
             return chosen
         return list(frame_tracks)

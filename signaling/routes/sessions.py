@@ -88,12 +88,12 @@ async def set_session_face(request: web.Request) -> web.Response:
 @routes.post("/api/sessions/{session_id}/swap")
 async def set_session_swap(request: web.Request) -> web.Response:
     """Changes which faces the session swaps mid-stream: {"swap": "all" | "largest" | "reference",
-    "reference_face_id"?}, as in an offer's options."""
+    "reference_face_id"?, "reference_threshold"?}, as in an offer's options."""
     account = await current_account(request)
     session = request.app[SESSIONS].get(request.match_info["session_id"], account.id)
-    shape = '{"swap": "all" | "largest" | "reference", "reference_face_id"?}'
+    shape = '{"swap": "all" | "largest" | "reference", "reference_face_id"?, "reference_threshold"?}'
     body = await json_object(request, shape)
     if "swap" not in body:
         raise ApiError(400, "invalid_body", f"expected {shape}")
-    session.set_swap(body["swap"], body.get("reference_face_id"))
+    session.set_swap(body["swap"], body.get("reference_face_id"), body.get("reference_threshold"))
     return web.json_response(session.snapshot())

@@ -225,6 +225,13 @@ def test_which_faces_to_swap(chain_and_faces):
         True,
         False,
     ), "only the face that is the reference person (Obama, from another photo)"
+    # a session's own threshold: SFace scores obama.jpg against obama2.jpg about 0.7
+    strict = {"face_id": face_id, "swap": "reference", "reference_face_id": reference, "reference_threshold": 0.95}
+    outputs = [chain.run([ChainItem("strict-reference", frame, strict)])[0] for _ in range(2)]
+    assert outputs == [None, None], "no face as alike as that: passed through"
+    chain.forget_session("strict-reference")
+    loose = {**strict, "reference_threshold": 0.2}
+    assert changed_halves(chain, frame, loose)[0], "the reference person still, at a lower threshold"
 
 
 def test_periodic_looks_read_frames_at_half_size_and_find_a_face_that_comes_in(chain_and_faces, monkeypatch):

@@ -59,9 +59,10 @@ REFERENCE_THRESHOLD = 0.5
 # with no face costs 1.25 upright looks a frame.
 LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (1, 3), (0,), (2,))
 # While its faces are tracked, the turns of a session's periodic looks for new ones (every 15th
-# frame): mostly upright (a person walking in is found within half a second), every fourth both
-# sides (a second person lying down, within two seconds), for a quarter more detector work.
-PERIODIC_LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (0,), (0,), (1, 3))
+# frame): mostly upright (a person walking in is found within half a second, at most a second),
+# every fourth both sides (a second person lying down, within two seconds), every eighth upside
+# down (within four), for a quarter more detector work.
+PERIODIC_LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (0,), (0,), (1, 3), (0,), (0,), (0,), (2,))
 # the frame size the warm-up runs at (a webcam's)
 WARM_UP_WIDTH, WARM_UP_HEIGHT = 640, 480
 

@@ -62,7 +62,7 @@ LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (1, 3), (0,), (2,))
 # frame): mostly upright (a person walking in is found within half a second, at most a second),
 # every fourth both sides (a second person lying down, within two seconds), every eighth upside
 # down (within four), for a quarter more detector work.
-PERIODIC_LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (0,), (0,), (1, 3), (0,), (0,), (0,), (2,))
+PERIODIC_LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (0,), (1, 3), (0,), (2,), (0,), (1, 3), (0,))
 # the frame size the warm-up runs at (a webcam's)
 WARM_UP_WIDTH, WARM_UP_HEIGHT = 640, 480
 

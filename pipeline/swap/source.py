@@ -31,7 +31,8 @@ class SourceFace:
     from the outline, the photo's extent and, at upload, hair hanging over the forehead
     (source_skin.py; worked out here from the outline alone when not given, the whole crop taken as
     photo). face_size: the larger side of the face's mesh box in the uploaded photo's own
-    pixels (None where not analysed from a photo), which says how sharp a swap from it can be."""
+    pixels (None where not analysed from a photo), which says whether a swap from it can still
+    look like the person (faces.MIN_FACE_SIZE)."""
 
     image: torch.Tensor
     points: torch.Tensor

@@ -63,8 +63,20 @@ def parse_offer(sdp: str) -> None:
     videos = [m for m in description.media if m.kind == "video"]
     if not videos:
         raise InvalidSdp("SDP has no video m-line")
-    if len(videos) > 1:
-        raise InvalidSdp(f"SDP has {len(videos)} video m-lines; a session takes one camera")
+    unknown = sorted({m.kind for m in description.media} - {"video", "audio", "application"})
+    if unknown:
+        # aiortc answers no section for them, then refuses its own answer as not matching the offer
+        raise InvalidSdp(f"SDP has a {unknown[0]} m-line; a session takes video, audio and a data channel")
+    for kind in ("video", "audio", "application"):
+        count = sum(m.kind == kind for m in description.media)
+        if count > 1:
+            # aiortc shares one transport between two sections of a kind and leaves the spare one's
+            # socket open after close: one session takes one camera, one microphone, one data channel
+            raise InvalidSdp(f"SDP has {count} {kind} m-lines; a session takes at most one")
+    if videos[0].direction in ("recvonly", "inactive"):
+        raise InvalidSdp(
+            f"the offer's video is {videos[0].direction}: the server must receive the camera (sendrecv or sendonly)"
+        )
     mids = [m.rtp.muxId for m in description.media if m.rtp.muxId]
     repeated = sorted({mid for mid in mids if mids.count(mid) > 1})
     if repeated:
@@ -131,8 +143,10 @@ def _candidate_allowed(value: str, networks: list[IPNetwork]) -> bool:
     bits = value.split()
     if len(bits) < 8:
         return False
-    transport, host = bits[2].lower(), bits[4]
+    transport, host, port = bits[2].lower(), bits[4], bits[5]
     if transport != "udp":
+        return False
+    if not (port.isdigit() and 0 < int(port) < 65536):  # a port past 65535 later kills the socket's writes
         return False
     # mDNS .local names and other hostnames have no address to match: refused
     return address_allowed(host, networks)

@@ -118,6 +118,9 @@ class Session:
         except InvalidStateError:
             self._refuse_if_closed()
             raise
+        except ValueError as exc:  # aiortc refusing its own answer to an offer it accepted
+            self._refuse_if_closed()
+            raise InvalidOffer(f"the offer could not be answered: {exc}") from exc
         except RuntimeError as exc:  # e.g. an --ice-host address this machine does not have
             self._refuse_if_closed()
             raise IceGatheringFailed(f"the server could not gather ICE candidates: {exc}") from exc

@@ -143,12 +143,52 @@ def test_serving_beyond_loopback_without_an_admin_key_is_refused():
     assert "without --admin-key" in result.stderr
 
 
+async def real_offer(audio: bool) -> str:
+    """What an aiortc peer offers for a camera sent and received (and a microphone), loopback only."""
+    from aiortc import RTCPeerConnection
+
+    from stream.ice import IceSettings, restrict_gathering, rtc_configuration
+
+    ice = IceSettings(hosts=("127.0.0.1",))
+    peer = RTCPeerConnection(rtc_configuration(ice))
+    peer.createDataChannel("events")
+    peer.addTransceiver("video", direction="sendrecv")
+    if audio:
+        peer.addTransceiver("audio", direction="sendrecv")
+    await restrict_gathering(peer, ice)
+    await peer.setLocalDescription(await peer.createOffer())
+    sdp = peer.localDescription.sdp
+    await peer.close()
+    return sdp
+
+
+def second_audio_section(sdp: str) -> str:
+    """The offer with its audio section offered twice (a=mid:9 for the copy)."""
+    start = sdp.index("m=audio")
+    end = sdp.find("m=", start + 1)
+    audio = sdp[start : end if end > 0 else len(sdp)]
+    mid = next(line for line in audio.splitlines() if line.startswith("a=mid:"))
+    return sdp + audio.replace(mid, "a=mid:9")
+
+
 async def test_a_malformed_offer_is_refused_before_any_lease(admin):
     """A 400 offer opens no lease: it is not 402 for an empty account, and it writes no history
-    (a thousand of them had pushed the account's credits out of its history)."""
+    (a thousand of them had pushed the account's credits out of its history). The same for offers
+    a peer can really make that a session cannot take: video it only wants to receive, and two audio
+    sections (aiortc answered those, then left a UDP socket open after the session ended: one
+    offer and DELETE a few milliseconds, so a client could run the server out of descriptors)."""
     broke_key = await new_account(admin, "gina", balance=0)
+    offer = await real_offer(audio=True)
+    unusable = [
+        "hello",
+        second_audio_section(offer),
+        offer.replace("a=sendrecv", "a=recvonly"),
+        offer.replace("a=sendrecv", "a=inactive"),
+    ]
+    open_files = len(list(Path("/proc/self/fd").iterdir()))
     async with FacefuseClient(admin.base_url, api_key=broke_key) as gina:
-        for _ in range(3):
-            assert await status_of(gina.request("POST", "/api/offer", json={"sdp": "hello", "type": "offer"})) == 400
+        for sdp in unusable * 3:
+            assert await status_of(gina.request("POST", "/api/offer", json={"sdp": sdp, "type": "offer"})) == 400
+    assert len(list(Path("/proc/self/fd").iterdir())) <= open_files  # the server runs in this process
     history = (await admin.request("GET", "/api/admin/accounts/gina"))["history"]
     assert [entry for entry in history if entry["kind"] == "session"] == []

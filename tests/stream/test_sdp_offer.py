@@ -76,6 +76,21 @@ CHROME_OFFER = "\r\n".join(
     ]
 )
 
+def data_channel_section(mid: str) -> str:
+    """An m=application section as Chrome offers one for its data channel."""
+    return "\r\n".join([
+        "m=application 9 UDP/DTLS/SCTP webrtc-datachannel",
+        "c=IN IP4 0.0.0.0",
+        "a=ice-ufrag:abcd",
+        "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+        "a=fingerprint:sha-256 " + ":".join(["AB"] * 32),
+        "a=setup:actpass",
+        f"a=mid:{mid}",
+        "a=sctp-port:5000",
+        "",
+    ])  # fmt: skip
+
+
 LOOPBACK = [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
 
 
@@ -145,6 +160,12 @@ def test_invalid_sdp_is_a_value_error() -> None:
         # what aiortc's negotiation itself refused with exceptions the server answered 500 to
         (CHROME_OFFER + "m=video" + CHROME_OFFER.split("m=video")[1].replace("a=mid:1", "a=mid:2"), "2 video m-lines"),
         (CHROME_OFFER.replace("a=mid:1", "a=mid:0"), "repeats a=mid:0"),
+        # two sections of a kind: aiortc shared one transport and left the spare socket open
+        (CHROME_OFFER + "m=audio" + CHROME_OFFER.split("m=audio")[1].split("m=video")[0].replace("a=mid:0", "a=mid:2"), "2 audio m-lines"),
+        (CHROME_OFFER + data_channel_section("2") + data_channel_section("3"), "2 application m-lines"),
+        (CHROME_OFFER + "m=text 9 UDP/TLS/RTP/SAVPF 100\r\nc=IN IP4 0.0.0.0\r\na=mid:5\r\na=rtpmap:100 t140/1000\r\n", "a text m-line"),
+        (replace(CHROME_OFFER, "a=mid:1\r\na=sendrecv", "a=mid:1\r\na=recvonly"), "video is recvonly"),
+        (replace(CHROME_OFFER, "a=mid:1\r\na=sendrecv", "a=mid:1\r\na=inactive"), "video is inactive"),
         (drop_lines(CHROME_OFFER, "a=candidate") + "a=end-of-candidates\r\n", "without giving one"),
     ],
 )
@@ -175,9 +196,14 @@ def test_filter_open_networks_drop_only_mdns_and_tcp() -> None:
 
 
 def test_filter_drops_malformed_candidate_lines() -> None:
-    sdp = "v=0\na=candidate:1 1 udp\na=candidate:1 1 udp 1 not-an-ip 5 typ host\n"
+    sdp = (
+        "v=0\na=candidate:1 1 udp\na=candidate:1 1 udp 1 not-an-ip 5 typ host\n"
+        # ports outside 1-65535: aiortc accepted 99999, then the session's socket died on sendto()
+        "a=candidate:1 1 udp 1 127.0.0.1 99999 typ host\na=candidate:1 1 udp 1 127.0.0.1 0 typ host\n"
+        "a=candidate:1 1 udp 1 127.0.0.1 x typ host\na=candidate:1 1 udp 1 127.0.0.1 65535 typ host\n"
+    )
     out, dropped = filter_remote_candidates(sdp, LOOPBACK)
-    assert (out, dropped) == ("v=0\n", 2)
+    assert (out, dropped) == ("v=0\na=candidate:1 1 udp 1 127.0.0.1 65535 typ host\n", 5)
 
 
 def test_filter_nothing_to_drop_returns_same_text() -> None:

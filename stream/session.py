@@ -34,7 +34,7 @@ from stream.retransmit_limit import limit_retransmissions
 from stream.sdp import add_bitrate_hints
 from stream.settings import StreamSettings
 from stream.stats import SessionStats
-from stream.swap_options import SWAP_KEYS, InvalidSwapOptions, check_swap_options
+from stream.swap_options import SWAP_KEYS, InvalidSwapOptions, checked_swap_options
 
 logger = logging.getLogger(__name__)
 
@@ -297,12 +297,10 @@ class Session:
         """Changes which faces are swapped mid-stream, by the offer's rules (a reference photo and
         its threshold only with mode 'reference'); returns the new {"swap", "reference_face_id"?,
         "reference_threshold"?}. InvalidSwapOptions, FaceNotFound, FaceForbidden, before anything changes."""
-        swap: dict[str, object] = {"swap": mode}
-        if mode == "reference":
-            swap["reference_face_id"] = reference_face_id
+        swap: dict[str, object] = {"swap": mode, "reference_face_id": reference_face_id}
         if reference_threshold is not None:
             swap["reference_threshold"] = reference_threshold
-        check_swap_options(swap, self._faces, self.account_id)
+        swap = checked_swap_options(swap, self._faces, self.account_id)
         self.options = {**{key: value for key, value in self.options.items() if key not in SWAP_KEYS}, **swap}
         if self._in_runner and not self._close_started:
             self._runner.set_options(self.id, self._chain_options())

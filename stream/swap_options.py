@@ -17,8 +17,10 @@ class InvalidSwapOptions(ValueError):
     code = "invalid_body"
 
 
-def check_swap_options(options: Mapping[str, object], faces: FaceLibrary, account_id: str | None) -> None:
-    """InvalidSwapOptions for an option or mode we do not know or 'reference' without a photo's id;
+def checked_swap_options(options: Mapping[str, object], faces: FaceLibrary, account_id: str | None) -> dict[str, object]:
+    """The options a session keeps: a reference photo's id only with mode 'reference' (with another
+    mode it is dropped unread: it was once kept and echoed, whatever it held, in every stats event).
+    InvalidSwapOptions for an option or mode we do not know or 'reference' without a photo's id;
     FaceNotFound / FaceForbidden for a reference photo the account cannot use."""
     unknown = sorted(str(key)[:40] for key in options if key not in SWAP_KEYS)
     if unknown:  # a typo, or a payload: options are echoed in every stats event
@@ -40,3 +42,6 @@ def check_swap_options(options: Mapping[str, object], faces: FaceLibrary, accoun
                 "options.reference_threshold must be a number between 0 and 1: the SFace similarity from which a face "
                 "counts as the reference person (default 0.5; the same person scores about 0.6-0.8, two people under 0.3)"
             )
+    if mode == "reference":
+        return dict(options)
+    return {key: value for key, value in options.items() if key != "reference_face_id"}

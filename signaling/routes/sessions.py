@@ -11,7 +11,7 @@ from signaling.app_keys import ACCOUNTS, FACES, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
 from signaling.request_body import json_object
-from stream.swap_options import check_swap_options
+from stream.swap_options import checked_swap_options
 
 routes = web.RouteTableDef()
 
@@ -39,7 +39,7 @@ async def offer(request: web.Request) -> web.Response:
     sdp, face_id, options = _parse_offer_body(await json_object(request, '{"sdp", "type": "offer"}'))
     if face_id is not None:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
-    check_swap_options(options, request.app[FACES], account.id)  # 400 / 404 / 403 before negotiating
+    options = checked_swap_options(options, request.app[FACES], account.id)  # 400 / 404 / 403 before negotiating
     quota = request.app[SETTINGS].quota
     rules = quota.tier(account.tier)
     store = request.app[ACCOUNTS].store

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from photos import encode_still
-from signaling.app_keys import RUNNER
+from signaling.app_keys import RUNNER, SESSIONS
 from signaling.client import FacefuseClient, ServerError
 from support import face_path, face_rgb, loopback_settings, running_server
 
@@ -291,8 +291,17 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                 await expect_error(client.request("POST", path, json={"swap": "reference", "reference_face_id": "x"}), 404, "face_not_found")
                 await expect_error(client.request("POST", "/api/sessions/nope/swap", json={"swap": "all"}), 404)
                 assert (await snapshot())["options"] == swap
+
+                # a face a live session uses is not deleted under it (every frame after failed)
+                for in_use in (face, reference):
+                    error = await expect_error(client.request("DELETE", f"/api/faces/{in_use}"), 409, "face_in_use")
+                    assert session.session_id in error.message
+                assert (await snapshot())["frames_failed"] == 0
             finally:
                 await session.close()
+            await wait_until(lambda: not app[SESSIONS].all(), timeout=5)
+            for unused in (face, reference):
+                assert (await client.request("DELETE", f"/api/faces/{unused}"))["deleted"] is True
 
 
 @pytest.mark.parametrize("admin_key, accepted", [(None, 3), ("admin-key", 2)])

@@ -10,7 +10,7 @@ from aiohttp import BodyPartReader, web
 
 from pipeline.images import decode_image
 from pipeline.faces import NoFaceFound
-from signaling.app_keys import FACES, RUNNER, SETTINGS
+from signaling.app_keys import FACES, RUNNER, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
 
@@ -92,5 +92,15 @@ async def get_face(request: web.Request) -> web.Response:
 async def delete_face(request: web.Request) -> web.Response:
     account = await current_account(request)
     face_id = request.match_info["face_id"]
+    request.app[FACES].get(face_id, account.id)  # 404 / 403 first
+    # a live session swapping to it (or choosing faces by it) would fail every frame from then on
+    users = [s.id for s in request.app[SESSIONS].all() if face_id in (s.face_id, s.options.get("reference_face_id"))]
+    if users:
+        raise ApiError(
+            409,
+            "face_in_use",
+            f"face {face_id!r} is in use by {len(users)} live session(s) ({', '.join(users[:3])}); "
+            "switch their face or end them first",
+        )
     request.app[FACES].delete(face_id, account.id)
     return web.json_response({"id": face_id, "deleted": True})

@@ -16,6 +16,8 @@ def _bearer(request: web.Request) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(401, "unauthorized", "send 'Authorization: Bearer <api key>'", {"WWW-Authenticate": "Bearer"})
+    if not token.isascii():  # keys are ASCII; other bytes arrive as surrogates that cannot be hashed
+        raise ApiError(401, "unauthorized", "the API key is not valid", {"WWW-Authenticate": "Bearer"})
     return token.strip()
 
 

@@ -23,6 +23,8 @@ async def json_object(request: web.Request, shape: str = "") -> dict[str, Any]:
         raise ApiError(408, "request_timeout", f"the body did not arrive within {JSON_BODY_TIMEOUT_S:g} s") from None
     except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
         raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+    except LookupError:  # a Content-Type charset Python has no codec for
+        raise ApiError(415, "unsupported_media_type", f"unknown charset {str(request.charset)[:40]!r}: send UTF-8 JSON") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_body", f"expected a JSON object {shape}".rstrip())
     return body

@@ -87,7 +87,15 @@ async def test_multipart_upload(api):
     await expect_error(api.request("POST", "/api/faces", data=after_a_huge_field), 413)
     # a multipart body aiohttp cannot read (once 500s): no boundary; headers cut off
     cut_off = b"--x\r\nContent-Disposition: form-da"
-    for content_type, data in (("multipart/form-data", b"junk"), ("multipart/form-data; boundary=x", cut_off)):
+    # a part's header line over aiohttp's 8 KiB, too many header lines (aiohttp's own errors, not ValueErrors)
+    long_line = b"--x\r\nContent-Disposition: form-data; name=image; x=" + b"a" * 9000 + b"\r\n\r\nimg\r\n--x--\r\n"
+    many_lines = b"--x\r\n" + b"X-A: b\r\n" * 5000 + b"\r\nimg\r\n--x--\r\n"
+    for content_type, data in (
+        ("multipart/form-data", b"junk"),
+        ("multipart/form-data; boundary=x", cut_off),
+        ("multipart/form-data; boundary=x", long_line),
+        ("multipart/form-data; boundary=x", many_lines),
+    ):
         await expect_error(api.request("POST", "/api/faces", data=data, headers={"Content-Type": content_type}), 400, "invalid_multipart")
 
 
@@ -135,6 +143,9 @@ async def test_invalid_json_is_400(api):
     await expect_error(api.request("POST", "/api/offer", data=b"{nope", headers={"Content-Type": "application/json"}), 400, "invalid_json")
     nested = b"[" * 100_000 + b"]" * 100_000  # too deep for the parser: RecursionError, once a 500
     await expect_error(api.request("POST", "/api/offer", data=nested, headers={"Content-Type": "application/json"}), 400, "invalid_json")
+    # a charset Python has no codec for (once a 500)
+    bogus = {"Content-Type": "application/json; charset=bogus"}
+    await expect_error(api.request("POST", "/api/offer", data=b'{"type": "offer"}', headers=bogus), 415, "unsupported_media_type")
 
 
 @pytest.mark.parametrize(

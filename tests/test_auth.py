@@ -1,5 +1,6 @@
 """Accounts, API keys and who may touch what: every status code of the metered API."""
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,18 @@ async def test_admin_endpoints_need_the_admin_key(server, admin):
         assert await status_of(alice.request("GET", "/api/admin/accounts/alice")) == 401
 
 
+async def test_an_api_key_that_is_not_ascii_is_401(server):
+    """Bytes past ASCII in the header arrive as surrogates that cannot be hashed: once a 500."""
+    host, port = server.removeprefix("http://").split(":")
+    for path in ("/api/account", "/api/admin/accounts/a"):
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n".encode() + b"Authorization: Bearer \xff\xfe\r\n\r\n")
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), timeout=5)
+        writer.close()
+        assert status_line.split()[1] == b"401", (path, status_line)
+
+
 async def test_account_creation_errors(admin):
     await new_account(admin, "bob")
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "bob", "tier": "paid"})) == 409
@@ -83,6 +96,8 @@ async def test_credit_is_idempotent(admin):
     for amount in (-2, 0, float("nan"), float("inf"), 1e13, 1e-7, True, "5"):
         credit = {"amount": amount, "idempotency_key": "k"}
         assert await status_of(admin.request("POST", "/api/admin/accounts/dave/credit", json=credit)) == 400, amount
+    # a key Redis could not store (a lone surrogate; the memory store took it): 500 there, so none
+    assert await status_of(admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 1, "idempotency_key": "\ud800"})) == 400
     body = await admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 1e9, "idempotency_key": "k"})
     assert body["balance"] == 1e9 + 8, "the largest credit, under the key none of the refused ones used"
     assert await status_of(admin.request("POST", "/api/admin/accounts/nobody/credit", json={"amount": 2, "idempotency_key": "k"})) == 404

@@ -66,8 +66,17 @@ async def credit_account(request: web.Request) -> web.Response:
     micro = micro_amount(amount)
     if not micro:  # None, or under a micro-token: nothing to credit, and the key would be used up
         raise ApiError(400, "invalid_body", f"'amount' must be a number from 0.000001 to {MAX_AMOUNT_TOKENS:,}")
-    if not isinstance(key, str) or not 1 <= len(key) <= 200:
+    if not isinstance(key, str) or not 1 <= len(key) <= 200 or not _is_utf8(key):
         raise ApiError(400, "invalid_body", "'idempotency_key' must be a string of 1-200 characters")
     accounts = request.app[ACCOUNTS]
     await accounts.store.credit(request.match_info["account_id"], micro, key)
     return web.json_response(describe(request, await accounts.get(request.match_info["account_id"])))
+
+
+def _is_utf8(text: str) -> bool:
+    """False for a lone surrogate (JSON's "\\ud800"): Redis could not store it; the memory store could."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -7,6 +7,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from pipeline.images import decode_image
 from pipeline.faces import NoFaceFound
@@ -38,7 +39,8 @@ async def _read_upload(request: web.Request, limit: int) -> bytes:
     if request.content_type.startswith("multipart/"):
         try:
             return await _read_multipart_image(request, limit, too_large)
-        except ValueError as exc:  # aiohttp's: no boundary, a truncated or unterminated part
+        except (ValueError, HttpProcessingError) as exc:  # aiohttp's: no boundary, a truncated or unterminated
+            # part, a part's header line over 8 KiB or too many of them
             raise ApiError(400, "invalid_multipart", f"the multipart body could not be read: {exc}") from None
     data = bytearray()
     while chunk := await _arriving(request.content.read(64 * 1024)):

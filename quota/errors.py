@@ -1,5 +1,7 @@
 """The quota package's errors; `signaling` maps them to HTTP statuses."""
 
+from quota.settings import MAX_BALANCE_TOKENS
+
 
 class QuotaError(Exception):
     code = "quota_error"
@@ -23,6 +25,15 @@ class TooManyLeases(QuotaError):
     """429: the account already runs as many sessions as its tier allows."""
 
     code = "too_many_sessions"
+
+
+class BalanceLimit(QuotaError):
+    """409: the credit would take the balance past MAX_BALANCE_TOKENS."""
+
+    code = "balance_limit"
+
+
+BALANCE_LIMIT_MESSAGE = f"the credit would take the balance past {MAX_BALANCE_TOKENS:,} tokens, the most one holds"
 
 
 class LeaseNotFound(QuotaError):

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota.errors import AccountExists, AccountNotFound, LeaseNotFound, NothingToSpend, TooManyLeases
-from quota.settings import TierRules, to_micro
+from quota.errors import BALANCE_LIMIT_MESSAGE, AccountExists, AccountNotFound, BalanceLimit, LeaseNotFound, NothingToSpend, TooManyLeases
+from quota.settings import MAX_BALANCE_TOKENS, TierRules, to_micro
 from quota.store import Account, Grant
 
 HISTORY_LIMIT = 1000  # entries kept per account
@@ -187,6 +187,8 @@ class MemoryStore:
         now = self._now()
         credited_at = account.credit_keys.get(idempotency_key)
         if credited_at is None or now - credited_at >= _us(CREDIT_KEY_TTL_S):
+            if account.balance + amount > to_micro(MAX_BALANCE_TOKENS):
+                raise BalanceLimit(BALANCE_LIMIT_MESSAGE)
             account.credit_keys[idempotency_key] = now
             account.balance += amount
             entry = {"kind": "credit", "amount": amount, "idempotency_key": idempotency_key, "at": now / 1_000_000}

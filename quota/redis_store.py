@@ -26,15 +26,17 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quota.errors import (
+    BALANCE_LIMIT_MESSAGE,
     AccountExists,
     AccountNotFound,
+    BalanceLimit,
     LeaseNotFound,
     NothingToSpend,
     StoreUnavailable,
     TooManyLeases,
 )
 from quota.keys import AccountKeys, check_prefix, key_index
-from quota.settings import TierRules, to_micro
+from quota.settings import MAX_BALANCE_TOKENS, TierRules, to_micro
 from quota.store import Account, Grant
 
 HISTORY_LIMIT = 1000  # entries kept per account
@@ -141,6 +143,8 @@ class RedisStore:
                 raise AccountNotFound(f"no account {account_id!r}") from None
             if code == "LEASE_NOT_FOUND":
                 raise LeaseNotFound(f"no open lease {lease_id!r}" + (f" ({detail})" if detail else "")) from None
+            if code == "BALANCE_LIMIT":
+                raise BalanceLimit(BALANCE_LIMIT_MESSAGE) from None
             if code == "TOO_MANY_LEASES":
                 raise TooManyLeases(detail) from None
             if code == "NOTHING_TO_SPEND":
@@ -210,7 +214,8 @@ class RedisStore:
         reply = await self._run(
             "credit",
             [keys.account, keys.history, keys.credit(idempotency_key)],
-            [amount, idempotency_key, CREDIT_KEY_TTL_S, self._history_limit, keys.lease_prefix, self._hour_us],
+            [amount, idempotency_key, CREDIT_KEY_TTL_S, self._history_limit, keys.lease_prefix, self._hour_us,
+             to_micro(MAX_BALANCE_TOKENS)],
             account_id,
         )
         return self._account(account_id, reply)

@@ -15,6 +15,10 @@ def to_micro(tokens: float) -> int:
 # The most one credit or starting balance may hold: far beyond any real purchase, and far inside
 # what the Redis scripts' numbers (doubles, exact to 2**53 micro-tokens) count exactly.
 MAX_AMOUNT_TOKENS = 1_000_000_000
+# The most a balance may reach by credits: under 2**53 micro-tokens (9,007,199,254 tokens), past
+# which the Redis scripts' additions round (a 0.000001 credit on 1e10 tokens was lost, the memory
+# store's integers kept it).
+MAX_BALANCE_TOKENS = 9_000_000_000
 
 
 def micro_amount(tokens: object) -> int | None:

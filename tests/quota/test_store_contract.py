@@ -7,8 +7,8 @@ import math
 import pytest
 from store_harness import StoreUnderTest
 
-from quota.errors import AccountExists, AccountNotFound, LeaseNotFound, NothingToSpend, TooManyLeases
-from quota.settings import MICRO, TierRules
+from quota.errors import AccountExists, AccountNotFound, BalanceLimit, LeaseNotFound, NothingToSpend, TooManyLeases
+from quota.settings import MAX_BALANCE_TOKENS, MICRO, TierRules
 from quota.store import Grant, QuotaStore
 
 T = MICRO  # one token in micro-tokens
@@ -115,6 +115,20 @@ async def test_credit_once_per_idempotency_key(under_test: StoreUnderTest, store
     assert before - 0.001 <= history[1]["at"] <= after + 0.001 and history[0]["at"] >= history[1]["at"]
     await store.create_account("bob", "paid", 0, "hb")  # keys are per account
     assert (await store.credit("bob", 3 * T, "order-1")).balance == 3 * T
+
+
+async def test_credits_stop_where_a_balance_would_lose_micro_tokens(store: QuotaStore) -> None:
+    """Past 2**53 micro-tokens Redis's sums round (ten credits of 1e9 tokens, then five of one
+    micro-token: Redis kept 1e10 exactly, all five lost); no credit takes a balance past the limit."""
+    limit = MAX_BALANCE_TOKENS * T
+    await store.create_account("rich", "paid", limit - 2 * T, "h")
+    with pytest.raises(BalanceLimit):
+        await store.credit("rich", 3 * T, "big")
+    assert (await store.credit("rich", 2 * T, "big")).balance == limit, "the refused credit did not use its key up"
+    assert (await store.credit("rich", 2 * T, "big")).balance == limit, "a retry of a done credit is no error"
+    with pytest.raises(BalanceLimit):
+        await store.credit("rich", 1, "tiny")
+    assert [e["idempotency_key"] for e in await store.history("rich")] == ["big"]
 
 
 # -- leases --------------------------------------------------------------------------------------

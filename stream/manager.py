@@ -65,7 +65,7 @@ class SessionManager:
                     raise SessionClosedEarly("the session was closed while its lease was being opened")
             answer = await session.accept(offer_sdp)
         except BaseException:
-            await session.close("negotiation failed")
+            await session.close("negotiation failed", "negotiation_failed")
             raise
         return session, answer
 

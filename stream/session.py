@@ -187,7 +187,7 @@ class Session:
                 self._output.put(FrameResult(self.id, frame, now, processed=False))
             elif self._runner.submit(self.id, frame, now) is not None:
                 self.stats.frames_dropped += 1
-        self._spawn(self.close("the peer stopped sending video"), "close")
+        self._spawn(self.close("the peer stopped sending video", "video_ended"), "close")
 
     @staticmethod
     async def _drain(track: MediaStreamTrack) -> None:
@@ -229,7 +229,7 @@ class Session:
         except Exception:
             # Without its meter a session would never be charged nor stopped: end it.
             logger.exception("session %s: the meter failed", self.id)
-            self._spawn(self.close("metering failed"), "close")
+            self._spawn(self.close("metering failed", "metering_failed"), "close")
 
     def meter_changed(self, state: MeterState) -> None:
         """The meter's level changed: the scheduler's cap follows, the client is told."""
@@ -371,7 +371,7 @@ class Session:
     # -- supervision -------------------------------------------------------------------
     def _on_connection_state(self) -> None:
         if self._pc.connectionState in ("failed", "closed"):
-            self._spawn(self.close(f"connection {self._pc.connectionState}"), "close")
+            self._spawn(self.close(f"connection {self._pc.connectionState}", "connection_lost"), "close")
 
     async def _watch(self) -> None:
         """Ends the session when the peer goes quiet: no frame within the idle timeout."""
@@ -398,7 +398,7 @@ class Session:
         task.add_done_callback(self._tasks.discard)
 
     # -- teardown -----------------------------------------------------------------------
-    async def close(self, reason: str = "closed", code: str = "closed") -> None:
+    async def close(self, reason: str, code: str) -> None:
         """Idempotent: tells the client why (a "closed" event), then frees the runner slot, tasks,
         tracks, the lease and the peer connection. Each step runs whatever the one before did, and
         the session ends even if closing is cancelled: a second close() waits for `_closed`."""

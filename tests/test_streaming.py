@@ -293,7 +293,7 @@ async def test_a_close_that_fails_part_way_still_ends_the_session():
         closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 5)
         assert closed["state"] == "closed" and app[SESSIONS].all() == []
         assert server_session._pc.connectionState == "closed", "the later steps ran"
-        await asyncio.wait_for(server_session.close("again"), 1)  # returns: nothing left waiting
+        await asyncio.wait_for(server_session.close("again", "closed_by_request"), 1)  # returns: nothing left waiting
         await asyncio.wait_for(app[SESSIONS].close_all(), 1)
         await session.close()
 
@@ -305,10 +305,10 @@ async def test_a_close_that_is_cancelled_still_ends_the_session():
 
     async with one_live_session() as live:
         app, client, session, server_session = live.app, live.client, live.session, live.server_session
-        closing = asyncio.ensure_future(server_session.close("first"))
+        closing = asyncio.ensure_future(server_session.close("first", "closed_by_request"))
         await asyncio.sleep(0.05)  # inside its steps (telling the client takes 0.1 s at least)
         closing.cancel()
-        await asyncio.wait_for(server_session.close("again"), 1)
+        await asyncio.wait_for(server_session.close("again", "closed_by_request"), 1)
         assert server_session.state == "closed" and app[SESSIONS].all() == []
         await asyncio.wait_for(app[SESSIONS].close_all(), 1)
         await session.close()

@@ -30,21 +30,27 @@ def _text_mask() -> torch.Tensor:
     return torch.tensor(columns).T
 
 
-def badge_geometry(height: int, width: int) -> tuple[int, int, int, int]:
-    """(top, left, plate height, plate width) of the badge in a frame: top-right, ~1/18 of the height."""
-    scale = max(2, height // 126)  # 7 rows of glyph * scale + margins ~= height / 18
+def badge_geometry(height: int, width: int) -> tuple[int, int, int, int] | None:
+    """(top, left, plate height, plate width) of the badge in a frame: top-right, ~1/18 of the height,
+    smaller where the frame is too narrow for that (a tall, narrow frame is still marked); None for a
+    frame too small to hold even 1-pixel letters."""
+    margin = max(4, min(height // 60, width // 16))
+    # 7 rows of glyph * scale + margins ~= height / 18; 11 columns + margins across
+    scale = min(max(2, height // 126), (width - margin) // 13, (height - margin) // 9)
+    if scale < 1:
+        return None
     plate_h = 7 * scale + 2 * scale
     plate_w = 11 * scale + 2 * scale
-    margin = max(4, height // 60)
     return margin, width - margin - plate_w, plate_h, plate_w
 
 
 def draw_badge(frames: torch.Tensor) -> torch.Tensor:
     """Draws the badge on [B, 3, H, W] float RGB frames in [0, 1], in place; returns them."""
     _, _, height, width = frames.shape
-    top, left, plate_h, plate_w = badge_geometry(height, width)
-    if left < 0 or top + plate_h > height:
-        return frames  # a frame too small to carry it legibly
+    geometry = badge_geometry(height, width)
+    if geometry is None:
+        return frames  # a frame too small to carry it at all
+    top, left, plate_h, plate_w = geometry
     scale = (plate_h) // 9
     ink = F.interpolate(_text_mask()[None, None].to(frames.device, frames.dtype), scale_factor=scale, mode="nearest")[0, 0]
     plate = frames[:, :, top : top + plate_h, left : left + plate_w]

@@ -17,8 +17,10 @@ def face_zone(boxes: torch.Tensor, height: int, width: int, grow: float) -> np.n
     for x1, y1, x2, y2 in boxes.tolist():
         grow_x, grow_y = grow * (x2 - x1), grow * (y2 - y1)
         zone[max(0, int(y1 - grow_y)) : int(y2 + grow_y) + 1, max(0, int(x1 - grow_x)) : int(x2 + grow_x) + 1] = True
-    top, left, plate_h, plate_w = badge_geometry(height, width)
-    zone[max(0, top - 2) : top + plate_h + 2, max(0, left - 2) : left + plate_w + 2] = True
+    badge = badge_geometry(height, width)
+    if badge is not None:
+        top, left, plate_h, plate_w = badge
+        zone[max(0, top - 2) : top + plate_h + 2, max(0, left - 2) : left + plate_w + 2] = True
     return zone
 
 

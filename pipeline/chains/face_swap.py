@@ -390,7 +390,10 @@ class FaceSwapChain:
     def _write_badge(self, merged: torch.Tensor, frames_rgb: RgbFrames) -> None:
         """Draws the disclosure badge on the RGB frames and writes its plate into the I420 frames."""
         rgb, height, width = frames_rgb.tensor, frames_rgb.height, frames_rgb.width
-        plate_top, plate_left, plate_h, plate_w = badge_geometry(height, width)
+        geometry = badge_geometry(height, width)
+        if geometry is None:
+            return  # a frame too small to carry it (under about 17x13 pixels)
+        plate_top, plate_left, plate_h, plate_w = geometry
         with self.timer.stage("convert"):
             frames_rgb.window(None, plate_left, plate_top, plate_left + plate_w, plate_top + plate_h)
         with self.timer.stage("blend"):

@@ -70,6 +70,27 @@ def test_swaps_the_face_and_leaves_the_rest_bit_exact(chain_and_faces):
     assert np.abs(out[:480].astype(int) - target[:480].astype(int))[luma_changed].mean() > 5
 
 
+def test_a_tall_narrow_frame_is_swapped_and_marked(chain_and_faces):
+    """A 96x960 frame: the badge at its usual size did not fit the width, and writing its plate
+    failed the frame (every frame of such a session)."""
+    from pipeline.badge import badge_geometry
+
+    chain, _, face_id = chain_and_faces
+    head = face_rgb("obama.jpg")
+    head = av.VideoFrame.from_ndarray(head, format="rgb24").reformat(96, 120).to_ndarray(format="rgb24")
+    canvas = np.full((960, 96, 3), 100, np.uint8)
+    canvas[300:420] = head
+    target = av.VideoFrame.from_ndarray(canvas, format="rgb24").reformat(format="yuv420p").to_ndarray()
+    for frame in range(3):
+        out = chain.run([ChainItem("narrow", target, {"face_id": face_id}, time=frame / 30)])[0]
+        assert isinstance(out, np.ndarray), "swapped"
+    top, left, plate_h, plate_w = badge_geometry(960, 96)
+    assert left >= 0 and (out[top : top + plate_h, left : left + plate_w] != target[top : top + plate_h, left : left + plate_w]).mean() > 0.5
+    face = np.abs(out[300:420].astype(int) - target[300:420].astype(int))
+    print(f"face rows: {(face > 0).mean():.1%} of luma changed, by {face[face > 0].mean():.1f} grey levels")
+    assert (face > 0).mean() > 0.04 and face[face > 0].mean() > 3, "the face is swapped"
+
+
 def test_frames_without_a_source_face_pass_through_unprocessed(chain_and_faces):
     chain, _, face_id = chain_and_faces
     target = face_i420("obama.jpg")

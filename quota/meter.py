@@ -49,7 +49,8 @@ async def return_pending_leases(timeout_s: float = 2.0) -> None:
         task.cancel()
     tries = [meter._try_close(seq) for meter, seq in pending.values()]
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(*tries, return_exceptions=True), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await asyncio.gather(*tries, return_exceptions=True)
 
 
 class Level(str, Enum):
@@ -177,8 +178,7 @@ class SessionMeter:
     async def run(self) -> None:
         """Renews when the lease runs low; while stopped, retries once a second and ends the grace period."""
         while not self._closed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._renew_wanted.wait(), timeout=1.0)
+            await self._wait_for_work(1.0)
             self._renew_wanted.clear()
             want = self._renewal_want()
             if want is not None and self._clock() >= self._retry_at:
@@ -188,6 +188,14 @@ class SessionMeter:
                 if self._clock() - self._stopped_since >= self._settings.grace_s:
                     self._on_exhausted(state.reason or "exhausted")
                     return
+
+    async def _wait_for_work(self, at_most_s: float) -> None:
+        """Until a renewal is wanted, or at most `at_most_s`. A timeout scope, not wait_for: on
+        Python 3.11 wait_for returns the event's result when a cancellation arrives in the same turn
+        as the event (as charge_frame sets it at 30 fps), so a cancelled meter went on renewing."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(at_most_s):
+                await self._renew_wanted.wait()
 
     def _renewal_want(self) -> int | None:
         """What to ask the store for now, or None when no renewal is due."""

@@ -19,6 +19,7 @@ from quota.redis_store import RedisStore
 from quota.store import QuotaStore
 from signaling.app_keys import ACCOUNTS, DEVICE, FACES, RUNNER, SESSIONS, SETTINGS
 from signaling.errors import json_errors
+from signaling.origin_check import host_and_origin_check
 from signaling.routes import account, faces, health, sessions
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 def create_app(settings: ServerSettings) -> web.Application:
     """The chain is built and warmed up in the app's startup, before the socket accepts sessions."""
-    app = web.Application(middlewares=[json_errors])
+    app = web.Application(middlewares=[json_errors, host_and_origin_check(settings)])
     app[SETTINGS] = settings
     # local mode has one account for everyone on this machine: the library's whole size is its own
     per_account = settings.http.max_faces if settings.local_mode else settings.http.max_faces_per_account

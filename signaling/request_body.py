@@ -17,6 +17,8 @@ JSON_BODY_TIMEOUT_S = 10.0
 
 async def json_object(request: web.Request, shape: str = "") -> dict[str, Any]:
     """The body as a dict; `shape` (e.g. '{"face_id": "..."}') tells the client what was expected."""
+    if request.content_type != "application/json":  # a cross-site form or text/plain fetch sends no JSON type
+        raise ApiError(415, "unsupported_media_type", f"send the body as Content-Type: application/json, not {request.content_type[:60]!r}")
     try:
         body = await asyncio.wait_for(request.json(), JSON_BODY_TIMEOUT_S)
     except TimeoutError:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pipeline.settings import PipelineSettings
 from quota.settings import QuotaSettings
+from signaling.origin_check import checked_allowed_origin, checked_public_host
 from stream.settings import StreamSettings
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
@@ -20,10 +21,14 @@ class HttpSettings:
     max_faces: int = 256
     max_faces_per_account: int = 32
     static_dir: Path = STATIC_DIR
+    public_hosts: tuple[str, ...] = ()  # names the server answers to besides loopback and its address
+    allowed_origins: tuple[str, ...] = ()  # other sites' pages that may change things (a dashboard)
 
     def __post_init__(self) -> None:
         if self.max_faces < 1 or self.max_faces_per_account < 1:
             raise ValueError("--max-faces and --max-faces-per-account must be at least 1")
+        object.__setattr__(self, "public_hosts", tuple(checked_public_host(name) for name in self.public_hosts))
+        object.__setattr__(self, "allowed_origins", tuple(checked_allowed_origin(origin) for origin in self.allowed_origins))
         if not (Path(self.static_dir) / "index.html").is_file():
             raise ValueError(f"--static-dir {self.static_dir} has no index.html")
 

@@ -150,7 +150,7 @@ async def test_invalid_json_is_400(api):
 
 @pytest.mark.parametrize(
     "path, module, setting",
-    [("/api/offer", "signaling.request_body", "JSON_BODY_TIMEOUT_S"), ("/api/faces", "signaling.routes.faces", "UPLOAD_STALL_S")],
+    [("/api/offer", "signaling.request_body", "JSON_BODY_TIMEOUT_S"), ("/api/faces", "signaling.upload_body", "UPLOAD_STALL_S")],
 )
 async def test_a_body_that_stops_arriving_is_given_up(api, monkeypatch, path, module, setting):
     """A client that announces a body and stops sending must not hold its buffer and connection."""

@@ -60,6 +60,15 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return web.json_response({"error": {"code": code, "message": message}}, status=status, headers=headers)
 
 
+# nginx's status for a client that left before its answer: never sent, but the access log tells it from a 5xx
+CLIENT_CLOSED_REQUEST = 499
+
+
+def _client_went_away(request: web.Request, exc: Exception) -> bool:
+    """A connection error once the client's socket is gone (e.g. it left mid-body) is the client's doing."""
+    return isinstance(exc, ConnectionError) and (request.transport is None or request.transport.is_closing())
+
+
 def _message(exc: Exception) -> str:
     # KeyError's str() wraps the message in quotes
     return exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
@@ -79,6 +88,9 @@ async def json_errors(request: web.Request, handler: Callable[[web.Request], Awa
         allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return error_response(exc.status, code, message, allow)
     except Exception as exc:
+        if _client_went_away(request, exc):
+            logger.debug("client went away during %s %s: %s", request.method, request.path, exc)
+            return error_response(CLIENT_CLOSED_REQUEST, "client_closed_request", "the client closed the connection")
         for error_type, status in _STATUS_BY_TYPE:
             if isinstance(exc, error_type):
                 headers = {"Retry-After": "5"} if status in (429, 503) else None

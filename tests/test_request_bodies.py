@@ -1,0 +1,99 @@
+"""Request bodies as a hostile or unlucky client sends them, over a real socket: cut off, trickled,
+split into many parts, framed wrongly. None is a server error, none holds a connection for long."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import struct
+
+import pytest
+
+from signaling.client import FacefuseClient
+from support import face_path, loopback_settings, running_server, wait_until
+
+ADMIN = "admin-secret-for-request-body-tests"
+
+
+@pytest.fixture
+async def server():
+    """A metered server (so the admin API is there too) and an account's key: (url, api_key)."""
+    async with running_server(loopback_settings(quota={"admin_key": ADMIN})) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            body = await admin.request("POST", "/api/admin/accounts", json={"id": "alice", "tier": "paid", "balance": 100})
+        yield url, body["api_key"]
+
+
+def request_head(url: str, path: str, key: str, content_type: str, length: int | None) -> bytes:
+    """A POST's request line and headers; no Content-Length: chunked."""
+    host = url.removeprefix("http://")
+    framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Type: {content_type}\r\n{framing}\r\n\r\n"
+    ).encode()
+
+
+async def open_socket(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    host, port = url.removeprefix("http://").split(":")
+    return await asyncio.open_connection(host, int(port))
+
+
+async def read_response(reader: asyncio.StreamReader, timeout: float) -> tuple[int, dict]:
+    """The status and the JSON error body of one response."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:] if line)}
+    body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), timeout)
+    return int(lines[0].split()[1]), json.loads(body)
+
+
+def access_log_statuses(caplog: pytest.LogCaptureFixture, path: str) -> list[int]:
+    return [
+        int(record.response_status)
+        for record in caplog.records
+        if record.name == "aiohttp.access" and f" {path} " in getattr(record, "first_request_line", "")
+    ]
+
+
+# Each body announces 100,000 bytes and sends a part of them.
+CUT_OFF_BODIES = {
+    "raw upload": ("/api/faces", "image/jpeg", b"\xff\xd8\xff\xe0" + bytes(5000)),
+    "multipart upload": (
+        "/api/faces",
+        "multipart/form-data; boundary=x",
+        b'--x\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\n\r\n' + bytes(5000),
+    ),
+    "offer": ("/api/offer", "application/json", b'{"type": "offer", "sdp": "v=0' + b" " * 5000),
+    "admin: new account": ("/api/admin/accounts", "application/json", b'{"id": "bob", "tier": "' + b" " * 5000),
+    "admin: credit": ("/api/admin/accounts/alice/credit", "application/json", b'{"amount": 5, "idempotency_key": "' + b"k" * 5000),
+}
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+@pytest.mark.parametrize("name", CUT_OFF_BODIES)
+async def test_a_client_that_leaves_mid_body_is_no_server_error(server, caplog, name, how):
+    """Once answered 500 with an ERROR traceback (ConnectionResetError): a client going away (a
+    close, or a reset as a killed process's socket sends) is one debug line, and the server goes on."""
+    url, key = server
+    path, content_type, partial_body = CUT_OFF_BODIES[name]
+    caplog.set_level(logging.DEBUG)
+    _, writer = await open_socket(url)
+    writer.write(request_head(url, path, ADMIN if "admin" in name else key, content_type, 100_000) + partial_body)
+    await writer.drain()
+    await asyncio.sleep(0.2)  # the handler is reading the body
+    if how == "reset":  # linger 0: close() sends RST
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.close()
+    await wait_until(lambda: access_log_statuses(caplog, path), timeout=10)
+
+    assert access_log_statuses(caplog, path) == [499]  # nginx's "client closed request", never sent
+    loud = [f"{r.levelname} {r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not loud, loud
+    gone = [r for r in caplog.records if r.name.startswith("signaling") and "went away" in r.getMessage()]
+    assert len(gone) == 1 and gone[0].levelno == logging.DEBUG and gone[0].exc_info is None, gone
+    assert "\n" not in gone[0].getMessage()
+    async with FacefuseClient(url, api_key=key) as client:
+        assert (await client.request("GET", "/api/account"))["id"] == "alice"

@@ -4,6 +4,7 @@ split into many parts, framed wrongly. None is a server error, none holds a conn
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import socket
@@ -11,7 +12,7 @@ import struct
 
 import pytest
 
-from signaling.client import FacefuseClient
+from signaling.client import FacefuseClient, ServerError
 from support import face_path, loopback_settings, running_server, wait_until
 
 ADMIN = "admin-secret-for-request-body-tests"
@@ -97,3 +98,71 @@ async def test_a_client_that_leaves_mid_body_is_no_server_error(server, caplog, 
     assert "\n" not in gone[0].getMessage()
     async with FacefuseClient(url, api_key=key) as client:
         assert (await client.request("GET", "/api/account"))["id"] == "alice"
+
+
+def tiny_parts(count: int) -> bytes:
+    return b"".join(b'--x\r\nContent-Disposition: form-data; name="f%d"\r\n\r\nv\r\n' % i for i in range(count))
+
+
+async def test_a_multipart_body_of_many_parts_is_refused_before_they_are_read(server):
+    """80,000 tiny parts (under the size limit) took 42 s of CPU to read one by one. The server
+    answers once past its bound, though the client sent only the first 1,000 of the parts it announced."""
+    url, key = server
+    body = tiny_parts(80_000) + b"--x--\r\n"
+    reader, writer = await open_socket(url)
+    writer.write(request_head(url, "/api/faces", key, "multipart/form-data; boundary=x", len(body)) + tiny_parts(1000))
+    await writer.drain()
+    try:
+        status, error = await read_response(reader, timeout=10)  # the upload's stall timer is 15 s
+    finally:
+        writer.close()
+    assert (status, error["error"]["code"]) == (400, "too_many_parts"), error
+    assert "image" in error["error"]["message"]
+    async with FacefuseClient(url, api_key=key) as client:  # the same many parts, all sent
+        with pytest.raises(ServerError) as refused:
+            await client.request("POST", "/api/faces", data=io.BytesIO(body), headers={"Content-Type": "multipart/form-data; boundary=x"})
+        assert (refused.value.status, refused.value.code) == (400, "too_many_parts")
+        # a form with a few fields before the image is still read
+        few_fields = tiny_parts(3) + b'--x\r\nContent-Disposition: form-data; name="image"\r\n\r\n'
+        few_fields += face_path("obama.jpg").read_bytes() + b"\r\n--x--\r\n"
+        face = await client.request("POST", "/api/faces", data=few_fields, headers={"Content-Type": "multipart/form-data; boundary=x"})
+        assert face["format"] == "jpeg"
+
+
+TRICKLED_BODIES = {
+    "raw upload": ("/api/faces", "image/jpeg", "signaling.upload_body", "UPLOAD_DEADLINE_S"),
+    "multipart upload": ("/api/faces", "multipart/form-data; boundary=x", "signaling.upload_body", "UPLOAD_DEADLINE_S"),
+    "offer": ("/api/offer", "application/json", "signaling.request_body", "JSON_BODY_TIMEOUT_S"),
+}
+
+
+@pytest.mark.parametrize("name", TRICKLED_BODIES)
+async def test_a_body_trickled_byte_by_byte_is_cut_off(server, monkeypatch, name):
+    """A byte every 50 ms never trips the stall timer; the whole body has a deadline (shortened
+    here to 1 s; the upload's was none: it was never cut off)."""
+    import importlib
+
+    url, key = server
+    path, content_type, module, setting = TRICKLED_BODIES[name]
+    monkeypatch.setattr(importlib.import_module(module), setting, 1.0)
+    reader, writer = await open_socket(url)
+    writer.write(request_head(url, path, key, content_type, 100_000))
+    first_part = b'--x\r\nContent-Disposition: form-data; name="image"\r\n\r\n' if content_type.startswith("multipart/") else b""
+    writer.write(first_part)
+
+    async def trickle() -> None:
+        while True:
+            writer.write(b" ")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    trickling = asyncio.create_task(trickle())
+    started = asyncio.get_running_loop().time()
+    try:
+        status, error = await read_response(reader, timeout=10)
+    finally:
+        trickling.cancel()
+        writer.close()
+    assert (status, error["error"]["code"]) == (408, "request_timeout"), error
+    assert "within 1 s" in error["error"]["message"], error
+    assert asyncio.get_running_loop().time() - started >= 1.0

@@ -80,6 +80,8 @@ async def json_errors(request: web.Request, handler: Callable[[web.Request], Awa
         return await handler(request)
     except ApiError as exc:
         return error_response(exc.status, exc.code, exc.message, exc.headers)
+    except web.RequestPayloadError:  # aiohttp's pure-Python parser, reading a malformed chunked body
+        return error_response(400, "invalid_body", "the request body could not be read: its chunked framing is malformed")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -142,7 +142,7 @@ async def throughput(name: str, store: QuotaStore, calls: int, sessions: list[in
 @dataclass
 class Cadence:
     store: str
-    height: int
+    size: tuple[int, int]  # the output's width and height: the price goes by its pixels
     calls: int  # every store operation the meter made: open + renewals + close
     minutes: float
 
@@ -168,20 +168,20 @@ class CountingStore:
         return counted
 
 
-async def session_cadence(name: str, store: QuotaStore, height: int, minutes: float = 1.0) -> Cadence:
+async def session_cadence(name: str, store: QuotaStore, size: tuple[int, int], minutes: float = 1.0) -> Cadence:
     """The real SessionMeter charging `minutes` of 30 fps video, frame by frame."""
-    account = f"cadence-{name}-{height}-{time.time_ns()}"
+    account = f"cadence-{name}-{size[1]}-{time.time_ns()}"
     await store.create_account(account, "paid", BALANCE, f"hash-{account}")
     counting = CountingStore(store)
     meter = SessionMeter(counting, account, PAID, f"s-{account}", SETTINGS)  # type: ignore[arg-type]
-    await meter.open(height)
+    await meter.open(*size)
     renewing = asyncio.ensure_future(meter.run())
     for _ in range(round(minutes * 60 * SETTINGS.nominal_fps)):
-        meter.charge_frame(height)
+        meter.charge_frame(*size)
         await asyncio.sleep(0)  # the meter's loop renews in between frames, as on the server
     await meter.close()
     await renewing
-    return Cadence(name, height, counting.calls, minutes)
+    return Cadence(name, size, counting.calls, minutes)
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -230,9 +230,9 @@ async def main() -> None:
             rows = await throughput("redis", redis_store, calls, args.sessions)
             rows += await throughput("memory", memory_store, calls, args.sessions)
             cadences = [
-                await session_cadence(name, store, height)
+                await session_cadence(name, store, size)
                 for name, store in (("redis", redis_store), ("memory", memory_store))
-                for height in (480, 1080)
+                for size in ((640, 480), (1920, 1080))
             ]
 
     print(f"## facefuse quota store bench, {started:%Y-%m-%d %H:%M} UTC")
@@ -251,10 +251,10 @@ async def main() -> None:
     print(f"Store round trips per session-minute at {SETTINGS.nominal_fps:g} fps, {SETTINGS.lease_s:g} s leases, "
           f"renew below {SETTINGS.renew_below:.0%} of a lease (target <= 15):")
     print()
-    print("| store | output height | price tokens/s | round trips per minute (open + renewals + close) |")
+    print("| store | output size | price tokens/s | round trips per minute (open + renewals + close) |")
     print("|---|---:|---:|---:|")
     for c in cadences:
-        print(f"| {c.store} | {c.height} | {SETTINGS.price_per_second(c.height):g} | {c.per_minute:.0f} |")
+        print(f"| {c.store} | {c.size[0]}x{c.size[1]} | {SETTINGS.price_per_second(*c.size):g} | {c.per_minute:.0f} |")
 
 
 if __name__ == "__main__":

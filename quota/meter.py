@@ -111,7 +111,7 @@ class SessionMeter:
         self._on_change = on_change
         self._on_exhausted = on_exhausted
         self._clock = clock
-        self._height = 480
+        self._size = (640, 480)  # the output's (width, height): the price goes by its pixels
         self._granted_total = 0
         self._spent_total = 0
         self._store_available = 0  # the account's grantable tokens at the last store answer
@@ -133,7 +133,7 @@ class SessionMeter:
     # -- pricing -----------------------------------------------------------------------
     @property
     def price_per_second(self) -> float:
-        return self._settings.price_per_second(self._height)
+        return self._settings.price_per_second(*self._size)
 
     def _frame_cost(self) -> int:
         return round(self.price_per_second * MICRO / self._settings.nominal_fps)
@@ -146,9 +146,9 @@ class SessionMeter:
         return self._granted_total - self._spent_total
 
     # -- the session's side ----------------------------------------------------------------
-    async def open(self, height: int = 480) -> MeterState:
+    async def open(self, width: int = 640, height: int = 480) -> MeterState:
         """Opens the lease; raises NothingToSpend, TooManyLeases or StoreUnavailable."""
-        self._height = height
+        self._size = (width, height)
         grant = await self._store.open_lease(
             self.account_id, self.lease_id, self.session_id, self._lease_want(), self.rules,
             hour_s=self._settings.hour_s, refill_period_s=self._settings.refill_period_s,
@@ -158,10 +158,9 @@ class SessionMeter:
         self._renewed_at = self._clock()
         return self._update()
 
-    def charge_frame(self, height: int) -> None:
-        """A processed frame of this height was delivered: pay for it from the lease."""
-        if height != self._height:
-            self._height = height
+    def charge_frame(self, width: int, height: int) -> None:
+        """A processed frame of this size was delivered: pay for it from the lease."""
+        self._size = (width, height)
         spent = self._spent_total + self._frame_cost()
         # Metered: never more than the lease holds (the store would refuse it anyway).
         self._spent_total = min(self._granted_total, spent) if self.rules.metered else spent

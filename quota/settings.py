@@ -56,8 +56,9 @@ DEFAULT_TIERS: tuple[TierRules, ...] = (
 @dataclass(frozen=True)
 class QuotaSettings:
     tiers: tuple[TierRules, ...] = DEFAULT_TIERS
-    # tokens per second of processed video by output height: (max height, price); None = above all
-    prices: tuple[tuple[int | None, float], ...] = ((480, 1.0), (720, 3.0), (None, 5.0))
+    # tokens per second of processed video by output size: (max pixels, price); None = above all.
+    # Pixels, not height: a 2560x480 strip is not 480p, nor a 480x640 portrait 720p.
+    prices: tuple[tuple[int | None, float], ...] = ((640 * 480, 1.0), (1280 * 720, 3.0), (None, 5.0))
     nominal_fps: float = 30.0
     refill_period_s: float = 3600.0
     hour_s: float = 3600.0  # the window of the hourly cap (tests shorten it)
@@ -94,8 +95,9 @@ class QuotaSettings:
         except (KeyError, TypeError):  # TypeError: a JSON list or object as the name
             raise ValueError(f"unknown tier {name!r}; tiers: {', '.join(self.tiers_by_name)}") from None
 
-    def price_per_second(self, height: int) -> float:
-        for max_height, price in self.prices:
-            if max_height is None or height <= max_height:
+    def price_per_second(self, width: int, height: int) -> float:
+        pixels = width * height
+        for max_pixels, price in self.prices:
+            if max_pixels is None or pixels <= max_pixels:
                 return price
         return self.prices[-1][1]

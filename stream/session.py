@@ -212,7 +212,7 @@ class Session:
         elif result.processed:
             self.stats.frames_processed += 1
             if self.meter is not None:
-                self.meter.charge_frame(result.frame.height)
+                self.meter.charge_frame(result.frame.width, result.frame.height)
         self._output.put(result)
 
     def _frame_sent(self, result: FrameResult, now: float) -> None:

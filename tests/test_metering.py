@@ -73,6 +73,24 @@ async def test_charges_match_processed_frames(store_url):
                 assert sessions[0]["session_id"] == session.session_id
 
 
+async def test_a_portrait_is_priced_by_its_pixels_not_its_height(store_url):
+    """480x640 has 640x480's pixels: the 480p price (1 token a second), where by its height it was
+    billed at 720p's 3."""
+    async with running_server(metered_settings(store_url)) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "pia", balance=100)
+        async with FacefuseClient(url, api_key=key) as pia:
+            session = await pia.connect(ImageTrack(face_rgb("obama.jpg"), width=480, height=640))
+            await wait_until(lambda: session.frames_received >= 60, timeout=20)
+            assert (session.received[-1].frame.width, session.received[-1].frame.height) == (480, 640)
+            final = await pia.request("DELETE", f"/api/sessions/{session.session_id}")
+            await session.close()
+            charged = 100 - (await pia.request("GET", "/api/account"))["balance"]
+            print(f"processed {final['frames_processed']} frames at 480x640, charged {charged:.4f} tokens")
+            assert final["frames_processed"] >= 50
+            assert charged == pytest.approx(final["frames_processed"] / 30, rel=0.1)
+
+
 async def test_throttle_levels_follow_the_balance_then_the_session_closes(store_url):
     settings = metered_settings(store_url, lease_s=1.0, slow_below_s=3.0, crawl_below_s=1.0, grace_s=2.0)
     async with running_server(settings) as (url, app):

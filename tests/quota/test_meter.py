@@ -37,9 +37,9 @@ async def balance_of(store) -> float:
     return (await store.get_account("acct", SETTINGS.tier("paid"))).balance / MICRO
 
 
-def spend(meter: SessionMeter, frames: int, height: int = 480) -> None:
+def spend(meter: SessionMeter, frames: int, size: tuple[int, int] = (640, 480)) -> None:
     for _ in range(frames):
-        meter.charge_frame(height)
+        meter.charge_frame(*size)
 
 
 async def test_open_reserves_one_lease_and_close_returns_the_rest():
@@ -56,14 +56,35 @@ async def test_open_reserves_one_lease_and_close_returns_the_rest():
 async def test_price_follows_the_output_resolution():
     meter, store, _, _ = await make_meter(100)
     runner = await running(meter)
-    for height in (720, 1080):
+    for size in ((1280, 720), (1920, 1080)):
         for _ in range(6):  # a second of video, renewing as the lease runs low
-            spend(meter, 5, height=height)
+            spend(meter, 5, size=size)
             await asyncio.sleep(0.01)
     assert meter.state.price_per_second == 5
     await meter.close()
     await runner
     assert await balance_of(store) == pytest.approx(100 - 3 - 5, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "size, price",
+    [((640, 480), 1), ((480, 640), 1), ((320, 960), 1), ((641, 480), 3), ((1280, 720), 3), ((720, 1280), 3),
+     ((2560, 480), 5), ((1281, 720), 5), ((1920, 1080), 5)],
+)
+def test_the_price_goes_by_pixel_count_not_height(size, price):
+    """By height, a 2560x480 strip (four times 480p's pixels) was billed as 480p and a 480x640
+    portrait (480p's pixels) as 720p."""
+    assert SETTINGS.price_per_second(*size) == price
+
+
+async def test_a_portrait_session_pays_the_480p_price_and_a_wide_strip_the_top_one():
+    for size, paid in (((480, 640), 1), ((2560, 480), 5)):
+        meter, store, _, _ = await make_meter(100)
+        await meter.open(*size)
+        assert await balance_of(store) == pytest.approx(100 - 5 * paid)  # a 5 s lease at its price
+        spend(meter, 30, size=size)  # one second of video
+        await meter.close()
+        assert await balance_of(store) == pytest.approx(100 - paid, abs=1e-4), size
 
 
 async def test_renewals_are_one_per_lease_not_per_frame():

@@ -1,6 +1,6 @@
 """The quota package's errors; `signaling` maps them to HTTP statuses."""
 
-from quota.settings import MAX_BALANCE_TOKENS
+from quota.settings import MAX_BALANCE_TOKENS, to_tokens
 
 
 class QuotaError(Exception):
@@ -34,6 +34,21 @@ class BalanceLimit(QuotaError):
 
 
 BALANCE_LIMIT_MESSAGE = f"the credit would take the balance past {MAX_BALANCE_TOKENS:,} tokens, the most one holds"
+
+
+class IdempotencyKeyReused(QuotaError):
+    """409: a credit repeats an idempotency key with another amount. Answering the first credit's
+    result would tell the caller its new amount was credited when nothing was."""
+
+    code = "idempotency_key_reused"
+
+    def __init__(self, idempotency_key: str, original_amount: int) -> None:
+        self.original_amount = original_amount  # micro-tokens
+        tokens = f"{to_tokens(original_amount):,.6f}".rstrip("0").rstrip(".")
+        super().__init__(
+            f"the idempotency key {idempotency_key!r} was used for a credit of {tokens} tokens; a retry must "
+            "ask for the same amount, another credit needs its own key"
+        )
 
 
 class LeaseNotFound(QuotaError):

@@ -13,7 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota.errors import BALANCE_LIMIT_MESSAGE, AccountExists, AccountNotFound, BalanceLimit, LeaseNotFound, NothingToSpend, TooManyLeases
+from quota.errors import (
+    BALANCE_LIMIT_MESSAGE,
+    AccountExists,
+    AccountNotFound,
+    BalanceLimit,
+    IdempotencyKeyReused,
+    LeaseNotFound,
+    NothingToSpend,
+    TooManyLeases,
+)
 from quota.settings import MAX_BALANCE_TOKENS, TierRules, to_micro
 from quota.store import Account, Grant
 
@@ -63,7 +72,7 @@ class _Account:
     leases: dict[str, _Lease] = field(default_factory=dict)
     open: dict[str, _Lease] = field(default_factory=dict)
     history: deque[tuple[str, Any]] = field(default_factory=deque)  # ("credit", dict) or ("session", lease id)
-    credit_keys: dict[str, int] = field(default_factory=dict)  # idempotency key -> when credited (us)
+    credit_keys: dict[str, tuple[int, int]] = field(default_factory=dict)  # idempotency key -> (when (us), amount)
 
     # -- the ledger (mirrors quota/lua/ledger.lua) --------------------------------------------
     def roll_window(self, now: int, hour_us: int) -> None:
@@ -185,11 +194,14 @@ class MemoryStore:
             raise ValueError("a credit must be >= 0")
         account = self._account(account_id)
         now = self._now()
-        credited_at = account.credit_keys.get(idempotency_key)
-        if credited_at is None or now - credited_at >= _us(CREDIT_KEY_TTL_S):
+        credited_at, original = account.credit_keys.get(idempotency_key, (None, amount))
+        if credited_at is not None and now - credited_at < _us(CREDIT_KEY_TTL_S):
+            if original != amount:
+                raise IdempotencyKeyReused(idempotency_key, original)
+        else:
             if account.balance + amount > to_micro(MAX_BALANCE_TOKENS):
                 raise BalanceLimit(BALANCE_LIMIT_MESSAGE)
-            account.credit_keys[idempotency_key] = now
+            account.credit_keys[idempotency_key] = (now, amount)
             account.balance += amount
             entry = {"kind": "credit", "amount": amount, "idempotency_key": idempotency_key, "at": now / 1_000_000}
             account.add_history(("credit", entry), self._history_limit)

@@ -30,6 +30,7 @@ from quota.errors import (
     AccountExists,
     AccountNotFound,
     BalanceLimit,
+    IdempotencyKeyReused,
     LeaseNotFound,
     NothingToSpend,
     StoreUnavailable,
@@ -211,13 +212,18 @@ class RedisStore:
         if amount < 0:
             raise ValueError("a credit must be >= 0")
         keys = self._keys(account_id)
-        reply = await self._run(
-            "credit",
-            [keys.account, keys.history, keys.credit(idempotency_key)],
-            [amount, idempotency_key, CREDIT_KEY_TTL_S, self._history_limit, keys.lease_prefix, self._hour_us,
-             to_micro(MAX_BALANCE_TOKENS)],
-            account_id,
-        )
+        with self._errors("credit", account_id):
+            try:
+                reply = await self._scripts["credit"](
+                    keys=[keys.account, keys.history, keys.credit(idempotency_key)],
+                    args=[amount, idempotency_key, CREDIT_KEY_TTL_S, self._history_limit, keys.lease_prefix,
+                          self._hour_us, to_micro(MAX_BALANCE_TOKENS)],
+                )
+            except ResponseError as exc:
+                code, _, original = str(exc).partition(" ")
+                if code == "IDEMPOTENCY_KEY_REUSED":
+                    raise IdempotencyKeyReused(idempotency_key, int(original)) from None
+                raise
         return self._account(account_id, reply)
 
     # -- leases --------------------------------------------------------------------------------

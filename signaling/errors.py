@@ -13,7 +13,7 @@ from aiohttp import web
 from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound, FaceTooSmall, NoFaceFound
 from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
 from quota.accounts import InvalidAccount, InvalidApiKey
-from quota.errors import AccountExists, AccountNotFound, BalanceLimit, NothingToSpend, StoreUnavailable, TooManyLeases
+from quota.errors import AccountExists, AccountNotFound, BalanceLimit, IdempotencyKeyReused, NothingToSpend, StoreUnavailable, TooManyLeases
 from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly, SessionForbidden, SessionNotFound, TooManySessions
 from stream.swap_options import InvalidSwapOptions
 
@@ -43,6 +43,7 @@ _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (AccountNotFound, 404),
     (AccountExists, 409),
     (BalanceLimit, 409),
+    (IdempotencyKeyReused, 409),
     (SessionClosedEarly, 409),
     (NoFaceFound, 422),
     (FaceTooSmall, 422),

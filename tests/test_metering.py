@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from signaling.client import FacefuseClient
+from signaling.client import FacefuseClient, ServerError
 from stream.frame_stamp import read_stamp
 from stream.image_track import ImageTrack
 from support import face_rgb, loopback_settings, running_server, wait_until
@@ -198,3 +198,18 @@ async def test_a_session_closed_while_its_lease_opens_leaves_no_lease_behind():
             assert account["active_sessions"] == 0 and account["balance"] == 100
             again = await lia.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))  # the one slot is free
             await again.close()
+
+
+async def test_a_credit_that_repeats_a_key_with_another_amount_is_409(store_url):
+    """It was answered 200 and credited nothing: the caller took the new amount as added."""
+    async with running_server(metered_settings(store_url)) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            await create_account(admin, "quin", balance=1)
+            credit = "/api/admin/accounts/quin/credit"
+            assert (await admin.request("POST", credit, json={"amount": 2.5, "idempotency_key": "order-9"}))["balance"] == 3.5
+            with pytest.raises(ServerError) as refused:
+                await admin.request("POST", credit, json={"amount": 4, "idempotency_key": "order-9"})
+            assert (refused.value.status, refused.value.code) == (409, "idempotency_key_reused")
+            assert "credit of 2.5 tokens" in refused.value.message
+            assert (await admin.request("POST", credit, json={"amount": 2.5, "idempotency_key": "order-9"}))["balance"] == 3.5
+            assert (await admin.request("GET", "/api/admin/accounts/quin"))["balance"] == 3.5

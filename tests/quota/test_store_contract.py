@@ -7,7 +7,15 @@ import math
 import pytest
 from store_harness import StoreUnderTest
 
-from quota.errors import AccountExists, AccountNotFound, BalanceLimit, LeaseNotFound, NothingToSpend, TooManyLeases
+from quota.errors import (
+    AccountExists,
+    AccountNotFound,
+    BalanceLimit,
+    IdempotencyKeyReused,
+    LeaseNotFound,
+    NothingToSpend,
+    TooManyLeases,
+)
 from quota.settings import MAX_BALANCE_TOKENS, MICRO, TierRules
 from quota.store import Grant, QuotaStore
 
@@ -115,6 +123,19 @@ async def test_credit_once_per_idempotency_key(under_test: StoreUnderTest, store
     assert before - 0.001 <= history[1]["at"] <= after + 0.001 and history[0]["at"] >= history[1]["at"]
     await store.create_account("bob", "paid", 0, "hb")  # keys are per account
     assert (await store.credit("bob", 3 * T, "order-1")).balance == 3 * T
+
+
+async def test_a_credit_key_repeated_with_another_amount_is_refused(store: QuotaStore) -> None:
+    """A repeat with another amount was answered as done while crediting nothing: the caller
+    believed 7 tokens were added. It is refused and names the amount the key was used for."""
+    await store.create_account("alice", "paid", 1 * T, "h")
+    await store.credit("alice", 5 * T + 250_000, "order-1")
+    with pytest.raises(IdempotencyKeyReused, match=r"'order-1' was used for a credit of 5\.25 tokens") as refused:
+        await store.credit("alice", 7 * T, "order-1")
+    assert refused.value.original_amount == 5 * T + 250_000
+    assert (await store.credit("alice", 5 * T + 250_000, "order-1")).balance == 6 * T + 250_000  # a true retry
+    assert (await store.get_account("alice", PAID)).balance == 6 * T + 250_000
+    assert [e["amount"] for e in await store.history("alice")] == [5 * T + 250_000]
 
 
 async def test_credits_stop_where_a_balance_would_lose_micro_tokens(store: QuotaStore) -> None:

@@ -2,8 +2,9 @@
 
 FFmpeg refuses canvases beyond its own limit (about 2^28 pixels) with a decode error, so a
 decompression bomb would read as "unreadable" rather than "too large"; and one that FFmpeg does
-open must not be decoded. Only the few header fields are read: PNG's IHDR, a JPEG's first
-start-of-frame segment, WebP's VP8X, VP8 or VP8L header.
+open must not be decoded. Only the first header is read here: PNG's IHDR, a JPEG's first
+start-of-frame segment, WebP's VP8X, VP8 or VP8L header (webp_chunks.py then reads every other
+size a WebP holds, png_chunks.py the rest of a PNG).
 """
 
 from __future__ import annotations
@@ -48,15 +49,30 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
 
 
 def _webp_size(data: bytes) -> tuple[int, int] | None:
-    chunk = data[12:16]
+    chunk, payload = data[12:16], memoryview(data)[20:]
     if chunk == b"VP8X" and len(data) >= 30:
         width = int.from_bytes(data[24:27], "little") + 1
         height = int.from_bytes(data[27:30], "little") + 1
         return width, height
-    if chunk == b"VP8 " and len(data) >= 30 and data[23:26] == b"\x9d\x01\x2a":
-        width, height = struct.unpack("<HH", data[26:30])
-        return width & 0x3FFF, height & 0x3FFF
-    if chunk == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
-        bits = int.from_bytes(data[21:25], "little")
-        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8 ":
+        return vp8_size(payload)
+    if chunk == b"VP8L":
+        return vp8l_size(payload)
     return None
+
+
+def vp8_size(payload: bytes | memoryview) -> tuple[int, int] | None:
+    """A VP8 key frame's size: after its 3-byte frame tag and start code, 14 bits each (the top
+    two bits are an upscaling hint FFmpeg ignores)."""
+    if len(payload) < 10 or payload[0] & 1 or bytes(payload[3:6]) != b"\x9d\x01\x2a":  # bit 0 set: not a key frame
+        return None
+    width, height = struct.unpack("<HH", payload[6:10])
+    return width & 0x3FFF, height & 0x3FFF
+
+
+def vp8l_size(payload: bytes | memoryview) -> tuple[int, int] | None:
+    """A lossless bitstream's size: after its signature byte, 14 bits each, minus one."""
+    if len(payload) < 5 or payload[0] != 0x2F:
+        return None
+    bits = int.from_bytes(payload[1:5], "little")
+    return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1

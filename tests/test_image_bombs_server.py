@@ -1,0 +1,73 @@
+"""Decompression bombs posted to POST /api/faces of a running server process: each is answered
+quickly and the server's resident memory stays where it was."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from image_bombs import bombs
+from photos import encode_still, face_rgb
+from ports import free_port
+from signaling.client import FacefuseClient, ServerError
+
+FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
+
+
+def memory_mb(pid: int, field: str) -> int:
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(field))
+    return int(line.split()[1]) // 1024
+
+
+async def healthy(client: FacefuseClient, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, process.communicate()[0]
+        try:
+            await client.request("GET", "/healthz")
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "the server did not become healthy"
+            await asyncio.sleep(0.2)
+
+
+async def test_bombs_posted_to_a_running_server_cost_it_no_memory():
+    """Before: the 46-byte WebP raised the server's resident memory by 870 MB, the PNG with a
+    zTXt or iCCP chunk by 0.5-1.5 GB."""
+    photo = np.ascontiguousarray(face_rgb("obama.jpg"))
+    photo_png = encode_still(photo, "png")
+    payloads = bombs(photo_png)
+    port = free_port()
+    process = subprocess.Popen(
+        [FACEFUSE, "serve", "--port", str(port), "--ice-host", "127.0.0.1", "--device", "cpu", "--chain", "passthrough"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        async with FacefuseClient(f"http://127.0.0.1:{port}") as client:
+            await healthy(client, process)
+            await client.upload_face(photo_png, "image/png")  # the first decode loads the codecs
+            Path(f"/proc/{process.pid}/clear_refs").write_text("5")  # the peak starts again from here
+            before = memory_mb(process.pid, "VmRSS")
+            answers = {}
+            for name, data in payloads.items():
+                started = time.monotonic()
+                try:
+                    await client.upload_face(data, "image/webp" if name.startswith("webp") else "image/png")
+                    status = 201
+                except ServerError as refused:
+                    status = refused.status
+                answers[name] = status, time.monotonic() - started
+            grown = memory_mb(process.pid, "VmHWM") - before
+        assert grown < 100, f"the server's resident memory peaked {grown} MB above where it was"
+        for name, (status, seconds) in answers.items():
+            # the WebP bombs are too large; the PNG ones lose their metadata chunk and are the photo
+            assert status == (413 if name.startswith("webp") else 400 if "IDAT" in name else 201), name
+            assert seconds < 1.0, name
+    finally:
+        process.kill()
+        process.communicate()

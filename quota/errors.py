@@ -26,6 +26,15 @@ class TooManyLeases(QuotaError):
 
     code = "too_many_sessions"
 
+    def __init__(self, open_leases: int, max_sessions: int, frees_in_s: int) -> None:
+        self.open_leases = open_leases
+        self.max_sessions = max_sessions
+        self.frees_in_s = frees_in_s  # when the soonest lease expires unless its session renews it
+        super().__init__(
+            f"{open_leases} of {max_sessions} sessions open; a slot frees up when one of them ends, or in "
+            f"{frees_in_s} s if the one whose lease expires first is no longer running"
+        )
+
 
 class BalanceLimit(QuotaError):
     """409: the credit would take the balance past MAX_BALANCE_TOKENS."""

@@ -2,8 +2,8 @@
 
 All keys of one account share the hash tag `{account_id}`, so every script,
 which touches only one account's keys, runs on one Redis Cluster slot. The id
-is escaped so that a brace in it cannot move the tag. The API-key index is the
-only key outside an account's slot; no script touches it.
+is escaped so that a brace in it cannot move the tag. The API-key index and the
+node index are the only keys outside an account's slot; no script touches them.
 
     <prefix>:{<id>}:account          hash: tier, balance, key_hash, hour_used, hour_window,
                                      refilled_at, created_at (us), history_seq
@@ -12,6 +12,8 @@ only key outside an account's slot; no script touches it.
     <prefix>:{<id>}:lease:<lease id> hash: one lease, kept while its history entry is
     <prefix>:{<id>}:credit:<key>     string: an idempotency key already credited (expires)
     <prefix>:key:<key hash>          string: the account id of an API key hash
+    <prefix>:node:<node id>:leases   set: the leases a node opened and has not closed, each
+                                     a JSON [account id, lease id] (settled at the node's start)
 """
 
 from __future__ import annotations
@@ -64,3 +66,7 @@ class AccountKeys:
 
 def key_index(prefix: str, key_hash: str) -> str:
     return f"{prefix}:key:{key_hash}"
+
+
+def node_leases(prefix: str, node_id: str) -> str:
+    return f"{prefix}:node:{node_id}:leases"

@@ -7,6 +7,8 @@ Every operation runs without an await, so on one event loop each is atomic.
 
 from __future__ import annotations
 
+import math
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -46,11 +48,12 @@ class _Lease:
     metered: bool
     opened_at: int
     ttl_us: int
+    node_id: str
     spent_total: int = 0
     seq: int = 0
     last_seen: int = 0
     open: bool = True
-    closed_by: str | None = None  # "close" or "expiry"
+    closed_by: str | None = None  # "close", "expiry" or "node_restart"
     first: Grant | None = None  # the open's grant
     last: Grant | None = None  # the grant of the operation numbered seq
 
@@ -111,11 +114,22 @@ class _Account:
             self.balance += amount
             self.hour_used = max(0, self.hour_used - amount)
 
+    def settle(self, lease: _Lease, closed_by: str) -> None:
+        """As the store settles a lease it stopped hearing from: spent up to the last renewal."""
+        self.refund(lease.granted_total - lease.spent_total, lease.metered)
+        lease.open, lease.closed_by = False, closed_by
+        del self.open[lease.lease_id]
+
     def settle_expired(self, now: int) -> None:
         for lease in [lease for lease in self.open.values() if lease.expires_at <= now]:
-            self.refund(lease.granted_total - lease.spent_total, lease.metered)
-            lease.open, lease.closed_by = False, "expiry"
-            del self.open[lease.lease_id]
+            self.settle(lease, "expiry")
+
+    def frees_in_s(self, now: int) -> int:
+        """Seconds until the soonest open lease expires (unless renewed), rounded up."""
+        if not self.open:
+            return 0  # a tier of no sessions at all
+        soonest = min(lease.expires_at for lease in self.open.values())
+        return max(1, math.ceil((soonest - now) / 1_000_000))
 
     def add_history(self, entry: tuple[str, Any], limit: int) -> None:
         self.history.append(entry)
@@ -141,9 +155,12 @@ class MemoryStore:
         hour_s: float = 3600.0,
         refill_period_s: float = 3600.0,
         history_limit: int = HISTORY_LIMIT,
+        node_id: str = socket.gethostname(),
     ) -> None:
         """hour_s and refill_period_s serve the operations that are not given them
-        (get_account, account_for_key, credit, history): pass the settings' values."""
+        (get_account, account_for_key, credit, history): pass the settings' values.
+        node_id is recorded with each lease this store opens."""
+        self._node_id = node_id
         self._clock = clock
         self._hour_us = _us(hour_s)
         self._refill_period_us = _us(refill_period_s)
@@ -224,14 +241,14 @@ class MemoryStore:
         account.refill(now, to_micro(rules.refill_tokens), to_micro(rules.refill_max), _us(refill_period_s))
         account.settle_expired(now)
         if len(account.open) >= rules.max_sessions:
-            raise TooManyLeases(f"{len(account.open)} of {rules.max_sessions} sessions open")
+            raise TooManyLeases(len(account.open), rules.max_sessions, account.frees_in_s(now))
         granted = account.grantable(want, rules.metered, cap)
         if rules.metered and granted <= 0:
             raise NothingToSpend("no tokens left" if account.balance <= 0 else "the hourly allowance is used up")
         if rules.metered:
             account.balance -= granted
             account.hour_used += granted
-        lease = _Lease(lease_id, session_id, granted, rules.metered, now, _us(lease_ttl_s), last_seen=now)
+        lease = _Lease(lease_id, session_id, granted, rules.metered, now, _us(lease_ttl_s), self._node_id, last_seen=now)
         account.leases[lease_id] = account.open[lease_id] = lease
         account.add_history(("session", lease_id), self._history_limit)
         lease.first = lease.last = account.grant(lease_id, granted, granted, cap)
@@ -297,6 +314,23 @@ class MemoryStore:
         lease.spent_total, lease.seq, lease.last_seen = spent, max(seq, lease.seq), now
         lease.last = account.grant(lease_id, 0, 0, cap)
         return lease.last
+
+    async def settle_node_leases(self) -> int:
+        """Settles every open lease this node id opened. In memory none outlive the process that
+        opened them, so at start there are none."""
+        now = self._now()
+        settled = 0
+        for account in self._accounts.values():
+            mine = [lease for lease in account.open.values() if lease.node_id == self._node_id]
+            if mine:
+                account.roll_window(now, self._hour_us)
+                account.settle_expired(now)
+            for lease in mine:
+                if not lease.open:
+                    continue  # it had expired: settled just now, as any expired lease
+                account.settle(lease, "node_restart")
+                settled += 1
+        return settled
 
     # -- history -------------------------------------------------------------------------------
     async def history(self, account_id: str, limit: int = 100) -> list[dict[str, Any]]:

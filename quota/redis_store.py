@@ -5,19 +5,22 @@ keys of one account (quota/keys.py: one hash tag, so one Cluster slot), timed by
 Redis `TIME`, never by this node's clock. Scripts are registered on this store's
 own client (`register_script` reloads them after `SCRIPT FLUSH`). A Redis that
 cannot be reached raises StoreUnavailable within a few seconds: metering fails
-closed.
+closed. Connections come from a bounded pool: an operation that finds every one
+busy for `pool_timeout_s` fails closed the same way instead of opening more.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import redis.asyncio as aioredis
-from redis.asyncio.connection import parse_url
+from redis.asyncio.connection import BlockingConnectionPool, parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -36,11 +39,12 @@ from quota.errors import (
     StoreUnavailable,
     TooManyLeases,
 )
-from quota.keys import AccountKeys, check_prefix, key_index
+from quota.keys import AccountKeys, check_prefix, key_index, node_leases
 from quota.settings import MAX_BALANCE_TOKENS, TierRules, to_micro
 from quota.store import Account, Grant
 
 HISTORY_LIMIT = 1000  # entries kept per account
+MAX_CONNECTIONS = 16  # to Redis, per node: each operation holds one for one round trip
 CREDIT_KEY_TTL_S = 30 * 24 * 3600  # how long a credit's idempotency key is remembered
 
 # Error replies of a Redis that is up but cannot serve writes now.
@@ -48,6 +52,7 @@ _UNAVAILABLE_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "MISCONF", "OOM", "
 
 _SCRIPT_NAMES = (
     "create_account", "read_account", "get_account", "credit", "open_lease", "renew_lease", "close_lease", "history",
+    "settle_lease",
 )
 
 
@@ -83,6 +88,10 @@ def _cap(rules: TierRules) -> int:
     return -1 if rules.hourly_cap is None else to_micro(rules.hourly_cap)
 
 
+def _node_member(account_id: str, lease_id: str) -> str:
+    return json.dumps([account_id, lease_id])
+
+
 def _grant(lease_id: str, reply: list[Any]) -> Grant:
     granted, held, balance, hour_left, open_leases = (int(v) for v in reply)
     return Grant(lease_id, granted, held, balance, None if hour_left < 0 else hour_left, open_leases)
@@ -110,15 +119,28 @@ class RedisStore:
         refill_period_s: float = 3600.0,
         socket_timeout_s: float = 2.0,
         history_limit: int = HISTORY_LIMIT,
+        node_id: str = socket.gethostname(),
+        max_connections: int = MAX_CONNECTIONS,
+        pool_timeout_s: float = 2.0,
     ) -> None:
         """hour_s and refill_period_s serve the operations that are not given them
-        (get_account, account_for_key, credit, history): pass the settings' values."""
+        (get_account, account_for_key, credit, history): pass the settings' values.
+        node_id is recorded with each lease this store opens. At most max_connections are
+        open to Redis; an operation waits at most pool_timeout_s for a free one."""
+        if max_connections < 1:
+            raise ValueError("the Redis connection pool needs at least 1 connection")
         self._prefix = check_prefix(prefix)
         self._hour_us = _us(hour_s)
         self._refill_period_us = _us(refill_period_s)
         self._history_limit = history_limit
-        self._client = aioredis.Redis.from_url(
+        self._node_id = node_id
+        self._node_leases = node_leases(self._prefix, node_id)
+        # Bounded: a Redis that answers slowly made every waiting operation open a connection of its
+        # own (31 open after 40 slow clients), each a file descriptor here and a client there.
+        pool = BlockingConnectionPool.from_url(
             url,
+            max_connections=max_connections,
+            timeout=pool_timeout_s,
             decode_responses=True,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=socket_timeout_s,
@@ -127,6 +149,7 @@ class RedisStore:
             # script is idempotent except create_account, which then reports AccountExists
             retry=Retry(ExponentialBackoff(cap=0.1, base=0.02), 1),
         )
+        self._client = aioredis.Redis.from_pool(pool)  # closes the pool with the client
         self._scripts = {name: self._client.register_script(source) for name, source in SCRIPTS.items()}
 
     # -- running a script ----------------------------------------------------------------------
@@ -134,7 +157,7 @@ class RedisStore:
     def _errors(self, what: str, account_id: str = "", lease_id: str = "") -> Iterator[None]:
         try:
             yield
-        except (RedisConnectionError, RedisTimeoutError) as exc:  # BusyLoadingError is a ConnectionError
+        except (RedisConnectionError, RedisTimeoutError) as exc:  # BusyLoadingError and a busy pool too
             raise StoreUnavailable(f"quota store (Redis) unavailable during {what}: {exc}") from exc
         except ResponseError as exc:
             code, _, detail = str(exc).partition(" ")
@@ -147,7 +170,8 @@ class RedisStore:
             if code == "BALANCE_LIMIT":
                 raise BalanceLimit(BALANCE_LIMIT_MESSAGE) from None
             if code == "TOO_MANY_LEASES":
-                raise TooManyLeases(detail) from None
+                open_leases, max_sessions, frees_in_s = (int(n) for n in detail.split())
+                raise TooManyLeases(open_leases, max_sessions, frees_in_s) from None
             if code == "NOTHING_TO_SPEND":
                 raise NothingToSpend(detail) from None
             if code in _UNAVAILABLE_REPLIES:
@@ -234,15 +258,24 @@ class RedisStore:
         if want < 0:
             raise ValueError("want must be >= 0")
         keys = self._keys(account_id)
-        reply = await self._run(
-            "open_lease",
-            [keys.account, keys.open, keys.history, keys.lease(lease_id)],
-            [lease_id, session_id, want, int(rules.metered), rules.max_sessions, _cap(rules),
-             to_micro(rules.refill_tokens), to_micro(rules.refill_max), _us(refill_period_s), _us(hour_s),
-             _us(lease_ttl_s), self._history_limit, keys.lease_prefix],
-            account_id,
-            lease_id,
-        )
+        # The node's index first: a crash in between leaves an entry to no open lease (ignored when
+        # settled), never an open lease the node's next run cannot find.
+        member = _node_member(account_id, lease_id)
+        with self._errors("open_lease"):
+            await self._client.sadd(self._node_leases, member)
+        try:
+            reply = await self._run(
+                "open_lease",
+                [keys.account, keys.open, keys.history, keys.lease(lease_id)],
+                [lease_id, session_id, want, int(rules.metered), rules.max_sessions, _cap(rules),
+                 to_micro(rules.refill_tokens), to_micro(rules.refill_max), _us(refill_period_s), _us(hour_s),
+                 _us(lease_ttl_s), self._history_limit, keys.lease_prefix, self._node_id],
+                account_id,
+                lease_id,
+            )
+        except (AccountNotFound, TooManyLeases, NothingToSpend):
+            await self._forget_lease(member)  # refused: no lease was created
+            raise
         return _grant(lease_id, reply)
 
     async def renew_lease(
@@ -275,7 +308,32 @@ class RedisStore:
             account_id,
             lease_id,
         )
+        await self._forget_lease(_node_member(account_id, lease_id))
         return _grant(lease_id, reply)
+
+    async def settle_node_leases(self) -> int:
+        """Settles the leases this node id opened and did not close (its previous run's: call it at
+        start, before this run opens any) as expiry would, at once instead of after their TTL."""
+        with self._errors("settle_node_leases"):
+            members = await self._client.smembers(self._node_leases)
+        settled = 0
+        for member in members:
+            account_id, lease_id = json.loads(member)
+            keys = self._keys(account_id)
+            settled += await self._run(
+                "settle_lease",
+                [keys.account, keys.open, keys.lease(lease_id)],
+                [lease_id, self._node_id, self._hour_us, keys.lease_prefix],
+                account_id,
+                lease_id,
+            )
+            await self._forget_lease(member)
+        return settled
+
+    async def _forget_lease(self, member: str) -> None:
+        """Drops a lease from the node's index; one left behind only costs a look at the next start."""
+        with contextlib.suppress(RedisError):
+            await self._client.srem(self._node_leases, member)
 
     # -- history -------------------------------------------------------------------------------
     async def history(self, account_id: str, limit: int = 100) -> list[dict[str, Any]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import socket
 from dataclasses import dataclass, field, fields
 
 MICRO = 1_000_000  # micro-tokens per token
@@ -31,6 +33,14 @@ def micro_amount(tokens: object) -> int | None:
 
 def to_tokens(micro: int) -> float:
     return micro / MICRO
+
+
+_NODE_ID = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable ASCII, no spaces: it is part of a Redis key
+
+
+def default_node_id(port: int) -> str:
+    """HOST:PORT: the same for every run of a server started the same way on the same machine."""
+    return f"{socket.gethostname()}:{port}"
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,11 @@ class QuotaSettings:
     grace_s: float = 10.0  # an exhausted session is closed after this unless topped up
     redis_url: str | None = None  # None: the in-memory store
     redis_prefix: str = "facefuse"
+    redis_max_connections: int = 16  # the most this node opens to Redis
+    redis_pool_timeout_s: float = 2.0  # an operation waiting longer for a free connection fails closed
+    # this node's name in the store, recorded with its leases: at start it settles those its previous
+    # run left; None: default_node_id of the port
+    node_id: str | None = None
     admin_key: str | None = None
     tiers_by_name: dict[str, TierRules] = field(init=False, repr=False, compare=False)
 
@@ -88,6 +103,10 @@ class QuotaSettings:
             raise ValueError("renew_below must be between 0 and 1")
         if self.lease_ttl_s < 2 * self.lease_s:
             raise ValueError("lease_ttl_s must be at least twice lease_s (a lease is renewed well before its TTL)")
+        if self.redis_max_connections < 1:
+            raise ValueError(f"--redis-max-connections must be at least 1, not {self.redis_max_connections}")
+        if self.node_id is not None and not _NODE_ID.match(self.node_id):
+            raise ValueError(f"--node-id must be 1-200 printable ASCII characters without spaces, not {self.node_id!r}")
 
     def tier(self, name: str) -> TierRules:
         try:

@@ -12,7 +12,9 @@ overspend together); the node spends them locally and reports its cumulative
 `spent_total`; closing the lease returns `granted_total - spent_total` to the
 balance and to the hourly window. Cumulative totals plus a per-lease `seq`
 make every lease operation idempotent: a retried renew or close (same seq)
-returns the first result and changes nothing.
+returns the first result and changes nothing. Each store belongs to one server node
+and records the node's id with every lease it opens, so that the node's next run
+can settle what a crash left open (`settle_node_leases`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ class QuotaStore(Protocol):
     async def account_for_key(self, key_hash: str) -> Account | None: ...
 
     async def credit(self, account_id: str, amount: int, idempotency_key: str) -> Account:
-        """Adds amount once per idempotency key; a repeated key changes nothing. AccountNotFound."""
+        """Adds amount once per idempotency key; a repeated key with the same amount changes nothing.
+        IdempotencyKeyReused for a repeated key with another amount; AccountNotFound; BalanceLimit."""
 
     async def open_lease(
         self, account_id: str, lease_id: str, session_id: str, want: int, rules: TierRules, *, hour_s: float,
@@ -67,7 +70,7 @@ class QuotaStore(Protocol):
         """Opens a lease holding up to `want`.
 
         TooManyLeases when the account has rules.max_sessions open leases (expired
-        ones are settled first); NothingToSpend when a metered account can be
+        ones are settled first; it says when the soonest expires); NothingToSpend when a metered account can be
         granted nothing (no lease is created then). Unmetered: granted = want,
         balance untouched. Repeating the same lease_id returns the first grant.
         """
@@ -85,6 +88,11 @@ class QuotaStore(Protocol):
 
     async def close_lease(self, account_id: str, lease_id: str, seq: int, spent_total: int, rules: TierRules, *, hour_s: float) -> Grant:
         """Records spent_total and returns the unspent rest; idempotent by seq; closing a closed lease is a no-op."""
+
+    async def settle_node_leases(self) -> int:
+        """Settles every open lease this store's node id opened, as expiry settles a lease the store
+        stopped hearing from (spent up to its last renewal, the rest refunded, its slot free); returns
+        how many. Called at a node's start, before it opens any: what its previous run left."""
 
     async def history(self, account_id: str, limit: int = 100) -> list[dict[str, Any]]:
         """Newest first: {"kind": "credit", "amount", "idempotency_key", "at"} and

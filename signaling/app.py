@@ -13,9 +13,11 @@ from pipeline.device import resolve_device, set_cpu_threads
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from quota.accounts import Accounts
+from quota.errors import StoreUnavailable
 from quota.memory_store import MemoryStore
 from quota.meter import return_pending_leases
 from quota.redis_store import RedisStore
+from quota.settings import default_node_id
 from quota.store import QuotaStore
 from signaling.app_keys import ACCOUNTS, DEVICE, FACES, RUNNER, SESSIONS, SETTINGS
 from signaling.bad_request_log import quiet_bad_request_log
@@ -47,15 +49,27 @@ def create_app(settings: ServerSettings) -> web.Application:
 
 
 async def _quota_store(app: web.Application) -> AsyncIterator[None]:
-    """Redis when --redis-url is given, else in memory; the local account in local mode."""
+    """Redis when --redis-url is given, else in memory; the local account in local mode. Before the
+    socket accepts, the leases this node's previous run left (a crash) are settled: they held their
+    accounts' session slots for the lease TTL, and a user reconnecting at once got 429."""
     settings = app[SETTINGS]
     quota = settings.quota
-    periods = {"hour_s": quota.hour_s, "refill_period_s": quota.refill_period_s}
+    node_id = quota.node_id or default_node_id(settings.http.port)
+    common = {"hour_s": quota.hour_s, "refill_period_s": quota.refill_period_s, "node_id": node_id}
     store: QuotaStore = (
-        RedisStore(quota.redis_url, prefix=quota.redis_prefix, **periods) if quota.redis_url else MemoryStore(**periods)
+        RedisStore(
+            quota.redis_url, prefix=quota.redis_prefix, max_connections=quota.redis_max_connections,
+            pool_timeout_s=quota.redis_pool_timeout_s, **common,
+        )
+        if quota.redis_url else MemoryStore(**common)
     )
     app[ACCOUNTS] = Accounts(store, quota)
     try:
+        try:
+            if settled := await store.settle_node_leases():
+                logger.info("node %s: settled the %d lease(s) its previous run left open", node_id, settled)
+        except StoreUnavailable as exc:  # not a reason to stay down: the store settles them after their TTL
+            logger.warning("node %s: could not settle the leases its previous run left: %s", node_id, exc)
         if settings.local_mode:
             await app[ACCOUNTS].ensure_local()
         yield

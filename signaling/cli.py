@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--max-sessions", type=int, default=32, help="concurrent sessions at most")
     _add(serve, "--idle-timeout", type=float, default=10.0, help="seconds without video before a session is closed")
     _add(serve, "--redis-url", secret=True, help="quota store, e.g. redis://127.0.0.1:6379/0 (default: in memory)")
+    _add(serve, "--redis-max-connections", type=int, default=16, help="connections to Redis this node opens at most")
+    _add(serve, "--node-id", help="this node's name in the quota store, unique among live nodes; at start it settles the leases its previous run left (default HOST:PORT)")
     _add(serve, "--admin-key", secret=True, help="key for /api/admin/*; without it the server runs one unmetered local account without auth, and only on loopback")
     _add_many(serve, "--quota-setting", help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)")
     _add(serve, "--static-dir", type=Path, default=STATIC_DIR, help="folder with index.html")
@@ -144,7 +146,8 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             hands=_on_off(args.hands, "--hands"),
         ),
         quota=QuotaSettings(
-            redis_url=args.redis_url, admin_key=args.admin_key or None, **_quota_numbers(_many(args, "--quota-setting"))
+            redis_url=args.redis_url, admin_key=args.admin_key or None, node_id=args.node_id,
+            redis_max_connections=args.redis_max_connections, **_quota_numbers(_many(args, "--quota-setting"))
         ),
     )
 

@@ -1,6 +1,7 @@
 """Metering when Redis misbehaves, and two server nodes spending one account."""
 
 import asyncio
+import re
 import signal
 import time
 
@@ -9,7 +10,7 @@ import pytest
 import redis.asyncio as redis_asyncio
 
 from signaling.app_keys import SESSIONS
-from signaling.client import FacefuseClient
+from signaling.client import FacefuseClient, ServerError
 from stream.image_track import ImageTrack
 from browser_support import ServerProcess
 from support import face_rgb, running_server, wait_until
@@ -164,6 +165,59 @@ async def test_script_flush_mid_session_is_survived(redis_server):
             processed = server_session.stats.frames_processed
             assert processed > 60
             assert 100 - account["balance"] == pytest.approx(processed / 30, abs=0.01)
+
+
+async def test_a_node_restarted_after_a_crash_gives_its_sessions_slots_back_at_once(redis_server, tmp_path):
+    """A killed node's leases kept their accounts' session slots for the lease TTL (60 s): a user
+    whose server restarted got 429 reconnecting at once. The node settles them at start; another
+    node leaves them (they may be a live node's), and its 429 says when the slot frees up."""
+
+    def node(name: str, node_id: str) -> ServerProcess:
+        args = ("--admin-key", ADMIN, "--redis-url", redis_server.url, "--node-id", node_id)
+        return ServerProcess(tmp_path / f"{name}.log", chain="invert", extra_args=args)
+
+    def track(tag: int) -> ImageTrack:
+        return ImageTrack(face_rgb("obama.jpg"), width=320, height=240, tag=tag)
+
+    crashed = node("crashed", "node-a")
+    try:
+        crashed.wait_ready()
+        async with FacefuseClient(crashed.base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "ora", balance=100, tier="free")  # one session at a time
+        async with FacefuseClient(crashed.base_url, api_key=key) as ora:
+            session = await ora.connect(track(1))
+            await wait_until(lambda: session.frames_received >= 5, timeout=10)
+            crashed.process.kill()  # no close, no lease returned
+            crashed.process.wait()
+            await session.close()
+    finally:
+        crashed.terminate()
+
+    other, restarted = node("other", "node-b"), None  # node-a's next run starts once node-b has answered
+    try:
+        other.wait_ready()
+        async with FacefuseClient(other.base_url, api_key=key) as ora:
+            with pytest.raises(ServerError) as refused:
+                await ora.connect(track(2))
+        assert (refused.value.status, refused.value.code) == (429, "too_many_sessions")
+        frees_in_s = int(re.search(r"in (\d+) s", refused.value.message).group(1))
+        assert 30 <= frees_in_s <= 60, refused.value.message  # the killed session's lease TTL, less its age
+
+        restarted = node("restarted", "node-a")
+        restarted.wait_ready()
+        async with FacefuseClient(restarted.base_url, api_key=key) as ora:
+            session = await ora.connect(track(3))  # at once: no 429
+            await wait_until(lambda: session.frames_received >= 5, timeout=10)
+            await ora.request("DELETE", f"/api/sessions/{session.session_id}")
+            await session.close()
+        async with FacefuseClient(restarted.base_url, api_key=ADMIN) as admin:
+            history = (await admin.request("GET", "/api/admin/accounts/ora"))["history"]
+        assert [entry["open"] for entry in history if entry["kind"] == "session"] == [False, False]
+        assert "settled the 1 lease(s) its previous run left open" in restarted.log_tail()
+    finally:
+        started = [process for process in (other, restarted) if process is not None]
+        exit_codes = [process.terminate() for process in started]
+    assert exit_codes == [0, 0], "".join(process.log_path.read_text(errors="replace")[-3000:] for process in started)
 
 
 async def test_two_server_processes_spend_one_account_consistently(redis_server, tmp_path):

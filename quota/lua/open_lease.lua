@@ -4,9 +4,10 @@
 -- ARGV[1] lease id, ARGV[2] session id, ARGV[3] want, ARGV[4] metered (0/1), ARGV[5] max sessions,
 -- ARGV[6] hourly cap (-1: none), ARGV[7] refill (micro-tokens per period), ARGV[8] refill_max,
 -- ARGV[9] refill period (us), ARGV[10] hour window (us), ARGV[11] lease TTL (us),
--- ARGV[12] history limit, ARGV[13] lease key prefix
+-- ARGV[12] history limit, ARGV[13] lease key prefix, ARGV[14] the id of the node opening it
 -- returns {granted, held, balance, hour_left (-1: none), open_leases};
--- errors ACCOUNT_NOT_FOUND, TOO_MANY_LEASES, NOTHING_TO_SPEND (no lease is created then)
+-- errors ACCOUNT_NOT_FOUND, NOTHING_TO_SPEND, TOO_MANY_LEASES <open> <max> <s until the soonest
+-- lease expires unless renewed> (no lease is created then)
 local a = load_account(KEYS[1])
 if not a then
   return redis.error_reply('ACCOUNT_NOT_FOUND')
@@ -22,7 +23,12 @@ settle_expired(a, KEYS[2], ARGV[13], now)
 save_account(a)
 local open_leases = redis.call('ZCARD', KEYS[2])
 if open_leases >= tonumber(ARGV[5]) then
-  return redis.error_reply(string.format('TOO_MANY_LEASES %d of %d sessions open', open_leases, tonumber(ARGV[5])))
+  local frees_in_s = 0
+  local soonest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if soonest[2] then
+    frees_in_s = math.max(1, math.ceil((tonumber(soonest[2]) - now) / 1000000))
+  end
+  return redis.error_reply(string.format('TOO_MANY_LEASES %d %d %d', open_leases, tonumber(ARGV[5]), frees_in_s))
 end
 local granted = grantable(a, want, metered, cap)
 if metered and granted <= 0 then
@@ -37,7 +43,8 @@ if metered then
   save_account(a)
 end
 redis.call('HSET', KEYS[4], 'session_id', ARGV[2], 'granted_total', granted, 'spent_total', 0, 'seq', 0,
-  'opened_at', now, 'last_seen', now, 'ttl', tonumber(ARGV[11]), 'metered', metered and 1 or 0, 'open', 1)
+  'opened_at', now, 'last_seen', now, 'ttl', tonumber(ARGV[11]), 'metered', metered and 1 or 0, 'open', 1,
+  'node', ARGV[14])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[11]), ARGV[1])
 add_history(a, KEYS[3], ARGV[13], 's:' .. ARGV[1], tonumber(ARGV[12]))
 local g = {granted, granted, a.balance, hour_left(a, cap), open_leases + 1}

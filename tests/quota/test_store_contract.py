@@ -203,6 +203,45 @@ async def test_too_many_leases_at_max_sessions_and_freed_on_close(store: QuotaSt
         await renew(store, "alice", "a", 2, 0, T, PAIR)
 
 
+async def test_too_many_leases_says_when_the_soonest_lease_expires(under_test: StoreUnderTest, store: QuotaStore) -> None:
+    await store.create_account("alice", "pair", 10 * T, "h")
+    await open_lease(store, "alice", "a", T, PAIR, ttl=90.0)
+    await open_lease(store, "alice", "b", T, PAIR, ttl=60.0)
+    await under_test.advance(1.0)
+    with pytest.raises(TooManyLeases) as refused:
+        await open_lease(store, "alice", "c", T, PAIR)
+    # b's 60 s TTL, 1 s (and a little more on Redis's own clock) after it opened
+    assert (refused.value.open_leases, refused.value.max_sessions, refused.value.frees_in_s) == (2, 2, 59)
+    assert "2 of 2 sessions open" in str(refused.value) and "in 59 s" in str(refused.value)
+
+
+async def test_settling_this_nodes_leases_frees_their_slots_as_expiry_would(store: QuotaStore) -> None:
+    """What a node does at start for the leases its previous run left (a crash): each is settled as
+    the store settles a lease it stopped hearing from, spent up to its last renewal, at once."""
+    await store.create_account("alice", "pair", 20 * T, "h")
+    await store.create_account("vip", "vip", 0, "hv")
+    await open_lease(store, "alice", "done", T, PAIR)  # not counted: closed before
+    await close(store, "alice", "done", 1, T, PAIR)
+    await open_lease(store, "alice", "a", 5 * T, PAIR)
+    await renew(store, "alice", "a", 1, 2 * T, 0, PAIR)  # 2 spent as last reported
+    await open_lease(store, "alice", "b", 4 * T, PAIR)
+    await open_lease(store, "vip", "v", 5 * T, VIP)
+    with pytest.raises(TooManyLeases):
+        await open_lease(store, "alice", "c", T, PAIR)
+
+    assert await store.settle_node_leases() == 3
+    assert await store.settle_node_leases() == 0  # each once
+    account = await store.get_account("alice", PAIR)
+    assert (account.balance, account.hour_used) == (17 * T, 3 * T)
+    assert (await open_lease(store, "alice", "c", T, PAIR)).open_leases == 1  # a slot at once, not after the TTL
+    history = {e["lease_id"]: (e["spent"], e["open"]) for e in await store.history("alice")}
+    assert history == {"c": (0, True), "done": (T, False), "b": (0, False), "a": (2 * T, False)}
+    with pytest.raises(LeaseNotFound):
+        await renew(store, "alice", "a", 2, 3 * T, T, PAIR)
+    assert (await close(store, "alice", "a", 2, 3 * T, PAIR)).balance == 16 * T  # a late close changes nothing
+    assert [e["open"] for e in await store.history("vip")] == [False]
+
+
 async def test_nothing_to_spend_with_zero_balance(store: QuotaStore) -> None:
     await store.create_account("alice", "paid", 0, "h")
     with pytest.raises(NothingToSpend, match="no tokens"):

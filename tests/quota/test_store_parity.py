@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from redis_server import RedisServer
 
-from quota.errors import QuotaError
+from quota.errors import QuotaError, TooManyLeases
 from quota.memory_store import MemoryStore
 from quota.redis_store import RedisStore
 from quota.settings import MICRO, TierRules
@@ -45,6 +45,8 @@ async def _apply(store: QuotaStore, op: tuple[Any, ...]) -> Any:
         rules = args[0]
         account_now = await store.get_account(account, rules)
         return (account_now.balance, account_now.hour_used)
+    except TooManyLeases as exc:  # its message says when a slot frees up: each store's clock
+        return f"TooManyLeases: {exc.open_leases} of {exc.max_sessions}"
     except QuotaError as exc:
         return f"{type(exc).__name__}: {exc}"
 

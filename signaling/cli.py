@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import dataclasses
 import errno
-import ipaddress
 import logging
 import os
 import signal
@@ -26,12 +25,17 @@ from quota.errors import StoreUnavailable
 from quota.redis_store import check_redis_url
 from quota.settings import QuotaSettings
 from signaling.app import create_app
+from signaling.origin_check import is_loopback_name
 from signaling.settings import STATIC_DIR, HttpSettings, ServerSettings
 from stream.ice import IceSettings
 from stream.settings import StreamSettings
 
 ENV_PREFIX = "FACEFUSE_"
 SHUTDOWN_WAIT_S = 3.0
+# The admin key guards every account: long enough that guessing it over HTTP is hopeless.
+MIN_ADMIN_KEY_CHARS = 24
+
+logger = logging.getLogger(__name__)
 
 
 def _env_name(flag: str) -> str:
@@ -101,8 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--redis-url", secret=True, help="quota store, e.g. redis://127.0.0.1:6379/0 (default: in memory)")
     _add(serve, "--redis-max-connections", type=int, default=16, help="connections to Redis this node opens at most")
     _add(serve, "--node-id", help="this node's name in the quota store, unique among live nodes; at start it settles the leases its previous run left (default HOST:PORT)")
-    _add(serve, "--admin-key", secret=True, help="key for /api/admin/*; without it the server runs one unmetered local account without auth, and only on loopback")
+    _add_admin_key(serve)
     _add_many(serve, "--quota-setting", help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)")
+    _add_many(serve, "--public-host", help="a name this server answers to besides loopback names and its --host address, e.g. facefuse.example.com (repeatable); other Host headers get 421 (DNS rebinding): always without an admin key, with one only when this is given, the probes /healthz and /livez excepted")
+    _add_many(serve, "--allow-origin", help="another site's page that may POST/PUT/PATCH/DELETE here, e.g. https://dash.example.com (repeatable); requests from other pages than this server's own get 403")
     _add(serve, "--static-dir", type=Path, default=STATIC_DIR, help="folder with index.html")
     _add(serve, "--log-level", default="INFO", help="logging level")
     return parser
@@ -120,6 +126,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         http=HttpSettings(
             host=args.host, port=args.port, static_dir=args.static_dir,
             max_faces=args.max_faces, max_faces_per_account=args.max_faces_per_account,
+            public_hosts=_many(args, "--public-host"), allowed_origins=_many(args, "--allow-origin"),
         ),
         stream=StreamSettings(
             ice=IceSettings(
@@ -146,10 +153,54 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             hands=_on_off(args.hands, "--hands"),
         ),
         quota=QuotaSettings(
-            redis_url=args.redis_url, admin_key=args.admin_key or None, node_id=args.node_id,
+            redis_url=args.redis_url, admin_key=_admin_key(args), node_id=args.node_id,
             redis_max_connections=args.redis_max_connections, **_quota_numbers(_many(args, "--quota-setting"))
         ),
     )
+
+
+def _add_admin_key(parser: argparse.ArgumentParser) -> None:
+    """Not with _add: where the key came from matters (a flag wins over the environment, and the
+    key itself on the command line is visible to every user of the machine in ps)."""
+    key_set = "set" if os.environ.get(_env_name("--admin-key")) else "not set"
+    parser.add_argument(
+        "--admin-key-file", type=Path, metavar="PATH",
+        help=f"file whose first line is the key for /api/admin/*, at least {MIN_ADMIN_KEY_CHARS} characters; or the key "
+        "itself in FACEFUSE_ADMIN_KEY. Without a key the server runs one unmetered local account without auth, and "
+        f"only on loopback [env {_env_name('--admin-key-file')}; FACEFUSE_ADMIN_KEY default {key_set}]",
+    )
+    parser.add_argument(
+        "--admin-key", help="deprecated: the admin key on the command line is visible to every user in ps; "
+        "use FACEFUSE_ADMIN_KEY or --admin-key-file",
+    )
+
+
+def _admin_key(args: argparse.Namespace) -> str | None:
+    """The admin key from the flags, else from the environment; None: local mode."""
+    if args.admin_key is not None and args.admin_key_file is not None:
+        raise ValueError("give --admin-key-file or --admin-key, not both")
+    key_file, key = args.admin_key_file, args.admin_key
+    if key_file is None and key is None:
+        key_file, key = os.environ.get(_env_name("--admin-key-file")), os.environ.get(_env_name("--admin-key"))
+        if key_file and key:
+            raise ValueError("set FACEFUSE_ADMIN_KEY or FACEFUSE_ADMIN_KEY_FILE, not both")
+        key_file, key = key_file or None, key or None  # an empty variable is no key, as before
+    if key_file is not None:
+        try:
+            key = Path(key_file).read_text(encoding="utf-8").partition("\n")[0]
+        except OSError as exc:
+            raise ValueError(f"--admin-key-file {key_file}: cannot read it ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"--admin-key-file {key_file}: not UTF-8 text") from None
+    if key is None:
+        return None
+    key = key.strip()
+    if len(key) < MIN_ADMIN_KEY_CHARS:  # the key itself is never echoed: this line may end up in a log
+        raise ValueError(f"the admin key has {len(key)} characters: it must have at least {MIN_ADMIN_KEY_CHARS} "
+                         "(e.g. openssl rand -hex 16)")
+    if not (key.isascii() and key.isprintable()):  # other bytes could never match an Authorization header
+        raise ValueError("the admin key must be printable ASCII")
+    return key
 
 
 def _quota_numbers(pairs: tuple[str, ...]) -> dict[str, float]:
@@ -173,15 +224,6 @@ def _on_off(value: str, flag: str) -> bool:
     return value.lower() == "on"
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     keep_freed_memory()  # before the server starts its threads (pipeline/host_memory.py)
     parser = build_parser()
@@ -191,9 +233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if settings.local_mode and not _is_loopback(settings.http.host):
+    if args.admin_key is not None:
+        logger.warning("--admin-key is deprecated: the key is visible to every user of this machine in ps; "
+                       "use FACEFUSE_ADMIN_KEY or --admin-key-file")
+    if settings.local_mode and not is_loopback_name(settings.http.host):
         parser.error(
-            f"refusing to serve on {settings.http.host} without --admin-key: the local account has no auth "
+            f"refusing to serve on {settings.http.host} without --admin-key-file or FACEFUSE_ADMIN_KEY: the local account has no auth "
             "and is meant for 127.0.0.1 only"
         )
     try:

@@ -131,7 +131,7 @@ def test_a_second_signal_during_shutdown_stops_at_once_and_says_so():
         asyncio.run(wait_healthy_once(url, process))
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as stalled:  # an upload that stops sending
-            stalled.sendall(b"POST /api/faces HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+            stalled.sendall(b"POST /api/faces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
                             b"Content-Length: 100000\r\n\r\n--b\r\n")
             time.sleep(0.3)
             process.send_signal(signal.SIGINT)
@@ -161,7 +161,9 @@ async def wait_healthy_once(url: str, process: subprocess.Popen) -> None:
      ({}, ["serve", "--redis-url", "redis://h:6379/notadb"]), ({}, ["serve", "--static-dir", "/nonexistent"]),
      ({}, ["serve", "--quota-setting", "nominal_fps=0"]), ({}, ["serve", "--quota-setting", "lease_s=nan"]),
      ({}, ["serve", "--quota-setting", "grace_s=-5"]), ({}, ["serve", "--idle-timeout", "nan"]),
-     ({}, ["serve", "--cpu-threads", "100000"]), ({}, ["serve", "--chain", "fixed-cost:-5:-1"])],
+     ({}, ["serve", "--cpu-threads", "100000"]), ({}, ["serve", "--chain", "fixed-cost:-5:-1"]),
+     ({}, ["serve", "--public-host", "https://facefuse.example.com"]), ({"FACEFUSE_PUBLIC_HOST": "a.example:443"}, ["serve"]),
+     ({}, ["serve", "--allow-origin", "dash.example.com"]), ({"FACEFUSE_ALLOW_ORIGIN": "null"}, ["serve"])],
 )
 def test_bad_values_from_flags_or_the_environment_are_one_line_errors(env, argv, monkeypatch, capsys):
     """Each of these once started a broken server or ended in a traceback (a helper's probe)."""
@@ -178,7 +180,7 @@ def test_bad_values_from_flags_or_the_environment_are_one_line_errors(env, argv,
 def test_a_flag_wins_over_a_bad_environment_value_and_help_keeps_secrets(monkeypatch, capsys):
     monkeypatch.setenv("FACEFUSE_PORT", "abc")
     assert settings_from_args(build_parser().parse_args(["serve", "--port", "9000"])).http.port == 9000
-    monkeypatch.setenv("FACEFUSE_ADMIN_KEY", "s3cr3t-admin")
+    monkeypatch.setenv("FACEFUSE_ADMIN_KEY", "s3cr3t-admin-key-of-32-characters")
     monkeypatch.setenv("FACEFUSE_REDIS_URL", "redis://:hunter2@127.0.0.1:6399/0")
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
@@ -196,3 +198,72 @@ def test_a_port_in_use_is_a_one_line_error(capsys):
         assert main(["serve", "--port", str(port), "--chain", "passthrough", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err, err
+
+
+def test_public_hosts_and_allowed_origins_from_flags_or_the_environment(monkeypatch):
+    args = ["serve", "--public-host", "FaceFuse.Example.com", "--public-host", "[2001:db8::1]", "--allow-origin", "https://dash.example.com:443/"]
+    http = settings_from_args(build_parser().parse_args(args)).http
+    assert http.public_hosts == ("facefuse.example.com", "2001:db8::1")
+    assert http.allowed_origins == ("https://dash.example.com",)
+    monkeypatch.setenv("FACEFUSE_PUBLIC_HOST", "a.example, b.example")
+    monkeypatch.setenv("FACEFUSE_ALLOW_ORIGIN", "http://obs.local:8000")
+    http = settings_from_args(build_parser().parse_args(["serve"])).http
+    assert (http.public_hosts, http.allowed_origins) == (("a.example", "b.example"), ("http://obs.local:8000",))
+
+
+ADMIN_KEY = "a-long-enough-admin-key-0123456789"
+
+
+def admin_key_of(argv: list[str]) -> str | None:
+    return settings_from_args(build_parser().parse_args(["serve", *argv])).quota.admin_key
+
+
+def test_the_admin_key_comes_from_the_environment_or_a_file(monkeypatch, tmp_path):
+    """Not from the command line, where every user of the machine sees it in ps."""
+    key_file = tmp_path / "admin.key"
+    key_file.write_text(f"  {ADMIN_KEY}  \nsecond line ignored\n")
+    assert admin_key_of(["--admin-key-file", str(key_file)]) == ADMIN_KEY
+    assert admin_key_of([]) is None
+    monkeypatch.setenv("FACEFUSE_ADMIN_KEY", ADMIN_KEY + "-env")
+    assert admin_key_of([]) == ADMIN_KEY + "-env"
+    assert admin_key_of(["--admin-key-file", str(key_file)]) == ADMIN_KEY  # a flag wins over the environment
+    monkeypatch.delenv("FACEFUSE_ADMIN_KEY")
+    monkeypatch.setenv("FACEFUSE_ADMIN_KEY_FILE", str(key_file))
+    assert admin_key_of([]) == ADMIN_KEY
+
+
+@pytest.mark.parametrize(
+    "env, argv, said",
+    [({"FACEFUSE_ADMIN_KEY": "short-key"}, [], "at least 24"), ({}, ["--admin-key", "x" * 23], "at least 24"),
+     ({}, ["--admin-key-file", "KEYFILE"], "at least 24"), ({}, ["--admin-key-file", "/nonexistent/key"], "cannot read"),
+     ({}, ["--admin-key", ADMIN_KEY, "--admin-key-file", "KEYFILE"], "not both"),
+     ({"FACEFUSE_ADMIN_KEY": ADMIN_KEY, "FACEFUSE_ADMIN_KEY_FILE": "KEYFILE"}, [], "not both"),
+     ({"FACEFUSE_ADMIN_KEY": "schlüssel-mit-umlauten-und-mehr"}, [], "ASCII")],
+)
+def test_bad_admin_keys_are_one_line_errors(env, argv, said, monkeypatch, tmp_path, capsys):
+    key_file = tmp_path / "short.key"
+    key_file.write_text("short-key\n")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.replace("KEYFILE", str(key_file)))
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", *(arg.replace("KEYFILE", str(key_file)) for arg in argv), "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and said in err and len(err.strip().splitlines()) <= 2, err  # usage + the error
+    assert "short-key" not in err and "Traceback" not in err, err  # the key itself is never shown
+
+
+def test_the_admin_key_flag_still_works_and_warns_it_is_seen_in_ps(caplog):
+    assert admin_key_of(["--admin-key", ADMIN_KEY]) == ADMIN_KEY
+    # an unknown chain ends the start-up after the flags are taken: no server to stop
+    assert main(["serve", "--admin-key", ADMIN_KEY, "--chain", "nosuch", "--device", "cpu"]) == 2
+    assert any("visible" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records), caplog.text
+    assert ADMIN_KEY not in caplog.text
+
+
+def test_help_says_how_to_give_the_admin_key_and_which_hosts_are_answered(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for said in ("--admin-key-file", "FACEFUSE_ADMIN_KEY", "at least 24 characters", "visible", "--public-host", "421",
+                 "--allow-origin", "403"):
+        assert said in shown, said

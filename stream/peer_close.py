@@ -8,17 +8,13 @@ ending, so closing waits a bounded time and then leaves the connection behind.
 
 from __future__ import annotations
 
-import asyncio
-
 from aiortc import RTCPeerConnection
+
+from stream.bounded_wait import finished_within
 
 PEER_CLOSE_TIMEOUT_S = 5.0
 
 
 async def close_peer(pc: RTCPeerConnection) -> bool:
     """True when the connection closed within PEER_CLOSE_TIMEOUT_S."""
-    try:
-        await asyncio.wait_for(pc.close(), PEER_CLOSE_TIMEOUT_S)
-    except TimeoutError:
-        return False
-    return True
+    return await finished_within(pc.close(), PEER_CLOSE_TIMEOUT_S)

@@ -22,7 +22,8 @@ from aiortc.mediastreams import MediaStreamError
 
 from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
 from pipeline.runner import BatchRunner, FrameResult
-from quota.meter import Level, MeterState, SessionMeter
+from quota.meter import CLOSE_WAIT_S, Level, MeterState, SessionMeter
+from stream.bounded_wait import finished_within
 from stream.declared_size import DecodeSizeLimit
 from stream.encoder import tune_sender
 from stream.errors import IceGatheringFailed, InvalidCommand, InvalidOffer, SessionClosedEarly
@@ -42,6 +43,13 @@ logger = logging.getLogger(__name__)
 REFUSAL_NOTICE_S = 2.0
 # How long closing waits for its "closed" event (why the session ends) to leave.
 CLOSED_NOTICE_S = 0.5
+# The most each step of closing may take; past it the step is logged, cancelled and left behind,
+# so a session always ends and frees its slots (a task that ignored its cancellation held a
+# session in `closing`, its lease renewed, for good). Each is above the step's own inner bounds.
+STOP_WORK_LIMIT_S = 2.0
+TELL_CLIENT_LIMIT_S = CLOSED_NOTICE_S + 1.0
+RETURN_LEASE_LIMIT_S = CLOSE_WAIT_S + 1.0
+CLOSE_PEER_LIMIT_S = 2 * PEER_CLOSE_TIMEOUT_S + 1.0
 # Commands are small JSON objects; a bound keeps their parsing and the answers that name them small
 # (an answer over the peer's SCTP message limit cannot be sent at all).
 MAX_COMMAND_CHARS = 4096
@@ -409,16 +417,18 @@ class Session:
         self.state = "closing"  # listed so until the lease is back and the peer closed
         self.close_reason = reason
         logger.info("session %s closing: %s", self.id, reason)
-        steps: tuple[tuple[str, Callable[[], Awaitable[None]]], ...] = (
-            ("stop its work", self._stop_work),
-            ("tell the client", lambda: self._tell_client({"type": "closed", "code": code, "reason": reason}, CLOSED_NOTICE_S)),
-            ("return its lease", self._return_lease),
-            ("close its peer connection", self._close_peer_connection),
+        closing_task = asyncio.current_task()
+        steps: tuple[tuple[str, Callable[[], Awaitable[None]], float], ...] = (
+            ("stop its work", lambda: self._stop_work(closing_task), STOP_WORK_LIMIT_S),
+            ("tell the client", lambda: self._tell_client({"type": "closed", "code": code, "reason": reason}, CLOSED_NOTICE_S), TELL_CLIENT_LIMIT_S),
+            ("return its lease", self._return_lease, RETURN_LEASE_LIMIT_S),
+            ("close its peer connection", self._close_peer_connection, CLOSE_PEER_LIMIT_S),
         )
         try:
-            for name, step in steps:
+            for name, step, limit_s in steps:
                 try:
-                    await step()
+                    if not await finished_within(step(), limit_s):
+                        logger.error("session %s: closing could not %s within %g s; left behind", self.id, name, limit_s)
                 except Exception:
                     logger.exception("session %s: closing could not %s", self.id, name)
         finally:
@@ -430,10 +440,9 @@ class Session:
                     if result is not None:
                         await result
 
-    async def _stop_work(self) -> None:
+    async def _stop_work(self, closing_task: asyncio.Task[object] | None) -> None:
         self._runner.remove_session(self.id)
-        current = asyncio.current_task()
-        tasks = [task for task in self._tasks if task is not current]
+        tasks = [task for task in self._tasks if task is not closing_task]
         for task in tasks:  # before any await: the pump must not hand the runner frames of a session it forgot
             task.cancel()
         self._output.stop()
@@ -446,7 +455,6 @@ class Session:
     async def _close_peer_connection(self) -> None:
         # A peer connection closed mid-negotiation leaks the UDP sockets its ICE gathering is still
         # opening; the negotiation sees the close at its next step and stops there.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._negotiated.wait(), PEER_CLOSE_TIMEOUT_S)
+        await finished_within(self._negotiated.wait(), PEER_CLOSE_TIMEOUT_S)
         if not await close_peer(self._pc):
             logger.warning("session %s: its peer connection did not close in time; left behind", self.id)

@@ -1,6 +1,7 @@
 """Streaming behaviour through the real server: bounded latency, batching, clean teardown."""
 
 import asyncio
+import contextlib
 import gc
 import os
 import threading
@@ -313,3 +314,33 @@ async def test_a_close_that_is_cancelled_still_ends_the_session():
         await asyncio.wait_for(app[SESSIONS].close_all(), 1)
         await session.close()
         await server_session._pc.close()
+
+
+async def test_a_close_step_that_never_ends_is_left_behind_and_the_session_still_ends(caplog):
+    """A session task that ignores its cancellation held close() in `closing` for good (its lease
+    renewed, its slots taken, a shutdown never finishing): each step of closing is bounded, and one
+    past its limit is logged and left behind."""
+    from signaling.app_keys import SESSIONS
+    from stream.session import STOP_WORK_LIMIT_S
+
+    async with one_live_session() as live:
+        app, client, session, server_session = live.app, live.client, live.session, live.server_session
+        released = asyncio.Event()
+
+        async def ignores_its_cancellation():
+            while not released.is_set():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await released.wait()
+
+        server_session._spawn(ignores_its_cancellation(), "stubborn")
+        started = time.monotonic()
+        try:
+            closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 30)
+        finally:
+            released.set()  # what a close left behind must not outlive the test
+        took = time.monotonic() - started
+        assert closed["state"] == "closed" and app[SESSIONS].all() == []
+        assert took < STOP_WORK_LIMIT_S + 10, f"close took {took:.1f} s"
+        assert server_session._pc.connectionState == "closed", "the later steps ran"
+        assert any("could not stop its work" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+        await session.close()

@@ -21,6 +21,7 @@ from quota.settings import default_node_id
 from quota.store import QuotaStore
 from signaling.app_keys import ACCOUNTS, DEVICE, FACES, RUNNER, SESSIONS, SETTINGS
 from signaling.bad_request_log import quiet_bad_request_log
+from signaling.cors import cors_for_allowed_origins
 from signaling.errors import json_errors
 from signaling.origin_check import host_and_origin_check
 from signaling.routes import account, faces, health, sessions
@@ -33,7 +34,9 @@ logger = logging.getLogger(__name__)
 def create_app(settings: ServerSettings) -> web.Application:
     """The chain is built and warmed up in the app's startup, before the socket accepts sessions."""
     quiet_bad_request_log()  # a request aiohttp cannot parse: one line, not its bytes
-    app = web.Application(middlewares=[json_errors, host_and_origin_check(settings)])
+    app = web.Application(
+        middlewares=[cors_for_allowed_origins(settings.http.allowed_origins), json_errors, host_and_origin_check(settings)]
+    )
     app[SETTINGS] = settings
     # local mode has one account for everyone on this machine: the library's whole size is its own
     per_account = settings.http.max_faces if settings.local_mode else settings.http.max_faces_per_account

@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_admin_key(serve)
     _add_many(serve, "--quota-setting", help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)")
     _add_many(serve, "--public-host", help="a name this server answers to besides loopback names and its --host address, e.g. facefuse.example.com (repeatable); other Host headers get 421 (DNS rebinding): always without an admin key, with one only when this is given, the probes /healthz and /livez excepted")
-    _add_many(serve, "--allow-origin", help="another site's page that may POST/PUT/PATCH/DELETE here, e.g. https://dash.example.com (repeatable); requests from other pages than this server's own get 403")
+    _add_many(serve, "--allow-origin", help="another site's page that may use the API (POST/PUT/PATCH/DELETE, CORS), e.g. https://dash.example.com (repeatable); such requests from other pages than this server's own get 403")
     _add(serve, "--static-dir", type=Path, default=STATIC_DIR, help="folder with index.html")
     _add(serve, "--log-level", default="INFO", help="logging level")
     return parser

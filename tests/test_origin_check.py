@@ -134,3 +134,28 @@ async def test_json_endpoints_take_application_json_only(content_type):
 def test_bad_names_and_origins_are_refused_in_the_settings(field, value):
     with pytest.raises(ValueError):
         with_http(**{field: value})
+
+
+async def test_a_listed_origin_gets_cors_so_its_page_can_send_json_and_read_answers():
+    """A dashboard elsewhere sends JSON with an Authorization header: the browser asks first
+    (OPTIONS, the preflight) and shows the page an answer only with Access-Control-Allow-Origin."""
+    async with running_server(with_http(allowed_origins=("https://dash.example.com",))) as (url, app):
+        preflight = {"Origin": "https://dash.example.com", "Access-Control-Request-Method": "POST",
+                     "Access-Control-Request-Headers": "authorization, content-type"}
+        async with aiohttp.ClientSession() as http:
+            async with http.options(url + "/api/offer", headers=preflight) as response:
+                assert response.status == 204
+                assert response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
+                assert "POST" in response.headers["Access-Control-Allow-Methods"]
+                assert "authorization" in response.headers["Access-Control-Allow-Headers"].lower()
+            async with http.get(url + "/api/sessions", headers={"Origin": "https://dash.example.com"}) as response:
+                assert response.status == 200 and response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
+            # errors too: the page can read why
+            async with http.post(url + "/api/offer", headers={"Origin": "https://dash.example.com"}, json={}) as response:
+                assert response.status == 400 and response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
+            # other pages get no CORS headers: the browser keeps the answer from them
+            for origin in (EVIL, url):
+                async with http.get(url + "/api/sessions", headers={"Origin": origin}) as response:
+                    assert "Access-Control-Allow-Origin" not in response.headers, origin
+            async with http.options(url + "/api/offer", headers={**preflight, "Origin": EVIL}) as response:
+                assert "Access-Control-Allow-Origin" not in response.headers

@@ -219,12 +219,16 @@ class Session:
                 self.send_event({"type": "error", "code": "frame_failed", "message": result.error})
         elif result.processed:
             self.stats.frames_processed += 1
-            if self.meter is not None:
-                self.meter.charge_frame(result.frame.width, result.frame.height)
         self._output.put(result)
 
     def _frame_sent(self, result: FrameResult, now: float) -> None:
+        """The encoder took this frame. Only now is a processed frame charged: one replaced in the
+        output slot before the encoder took it never reached the viewer and costs nothing."""
         self.stats.frame_out(result.arrived, now)
+        if result.processed and result.error is None:
+            self.stats.frames_charged += 1
+            if self.meter is not None:
+                self.meter.charge_frame(result.frame.width, result.frame.height)
 
     def _output_replaced(self) -> None:
         self.stats.frames_dropped += 1

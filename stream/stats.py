@@ -14,7 +14,8 @@ FPS_WINDOW_S = 3.0
 class SessionStats:
     frames_in: int = 0
     frames_out: int = 0
-    frames_processed: int = 0  # frames the chain processed: what the meter charges
+    frames_processed: int = 0  # frames the chain processed
+    frames_charged: int = 0  # processed frames the encoder took: what the meter charges
     frames_dropped: int = 0  # replaced before processing, or before the encoder took them
     frames_failed: int = 0  # processing failed: sent on unprocessed
     codec: str | None = None
@@ -42,6 +43,7 @@ class SessionStats:
             "frames_in": self.frames_in,
             "frames_out": self.frames_out,
             "frames_processed": self.frames_processed,
+            "frames_charged": self.frames_charged,
             "frames_dropped": self.frames_dropped,
             "frames_failed": self.frames_failed,
             "fps_in": round(self._fps_in.rate(now), 2),

@@ -83,8 +83,11 @@ def _own_origins(host: str | None) -> set[str]:
     end TLS, so the server's own scheme does not tell)."""
     if host is None:
         return set()
+    host = host.strip()
+    if host.count(":") > 1 and not host.startswith("["):  # an IPv6 --public-host, bare
+        host = f"[{host}]"
     try:
-        return {normalized_origin(f"{scheme}://{host.strip()}") for scheme in DEFAULT_PORTS}
+        return {normalized_origin(f"{scheme}://{host}") for scheme in DEFAULT_PORTS}
     except ValueError:
         return set()
 
@@ -97,7 +100,8 @@ def host_and_origin_check(settings: ServerSettings) -> Callable:
     names = set(http.public_hosts)
     if host_name(http.host) not in WILDCARDS:
         names.add(host_name(http.host))
-    allowed_origins = frozenset(http.allowed_origins)
+    # A --public-host's pages are the server's own also when a proxy passes its upstream address as Host.
+    allowed_origins = frozenset(http.allowed_origins).union(*(_own_origins(name) for name in http.public_hosts))
 
     def answers_to(name: str) -> bool:
         return name in names or is_loopback_name(name)

@@ -98,6 +98,10 @@ async def test_a_tls_proxys_origin_is_the_servers_own():
             headers = {"Host": "facefuse.example.com", "Origin": origin, "Content-Type": "application/json"}
             status, body = await answer(url, "POST", "/api/offer", headers=headers, data=OFFER)
             assert status == 401, (origin, body)  # past the Origin check, on to the key
+        # a proxy that passes its upstream's address as Host: a --public-host's pages are still its own
+        headers = {"Host": f"127.0.0.1:{port_of(url)}", "Origin": "https://facefuse.example.com", "Content-Type": "application/json"}
+        status, body = await answer(url, "POST", "/api/offer", headers=headers, data=OFFER)
+        assert status == 401, body
         headers = {"Host": "facefuse.example.com", "Origin": "https://facefuse.example.com:8443"}
         status, body = await answer(url, "POST", "/api/offer", headers=headers, data=OFFER)
         assert status == 403 and body["error"]["code"] == "origin_not_allowed"

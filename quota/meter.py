@@ -307,6 +307,15 @@ class SessionMeter:
         span = max(now - first_at, 1.0)
         return to_tokens(last_spent - first_spent) / span
 
+    def _stop_reason(self) -> str:
+        if self._reason is not None:
+            return self._reason
+        # The lease ran dry while the account still had tokens at the store's last answer: a renewal
+        # is unanswered (a Redis that hangs answers nothing for seconds), not an exhausted account.
+        if self.rules.metered and self._store_available >= self._frame_cost():
+            return "quota_store_unavailable"
+        return "exhausted"
+
     def _update(self) -> MeterState:
         settings = self._settings
         price = self.price_per_second
@@ -323,7 +332,7 @@ class SessionMeter:
                 level, cap = Level.CRAWL, settings.crawl_fps
             else:
                 level, cap = Level.STOPPED, 0.0
-        reason = (self._reason or "exhausted") if level is Level.STOPPED else None
+        reason = self._stop_reason() if level is Level.STOPPED else None
         if level is Level.STOPPED:
             if self._stopped_since is None:
                 self._stopped_since = self._clock()

@@ -56,6 +56,29 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             assert charged == pytest.approx(sent / 30, abs=0.01), "charged exactly once for what was sent"
 
 
+async def test_a_redis_that_hangs_is_the_stop_reason_from_the_first_event(redis_server):
+    """With Redis stopped (SIGSTOP) the lease ran dry while its renewal waited, and the client was
+    told `exhausted` (the balance was 100) for 2.5 s before `quota_store_unavailable`."""
+    settings = metered_settings(redis_server.url, lease_s=1.0, slow_below_s=1.0, crawl_below_s=0.5, grace_s=30.0)
+    async with running_server(settings) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "sam", balance=100)
+        async with FacefuseClient(url, api_key=key) as sam:
+            session = await sam.connect(ImageTrack(face_rgb("obama.jpg"), tag=6))
+            await wait_until(lambda: session.frames_received >= 30, timeout=20)
+            redis_server.process.send_signal(signal.SIGSTOP)
+            try:
+                await wait_until(lambda: any(level == "stopped" for level, _ in meter_levels(session)), timeout=10)
+            finally:
+                redis_server.process.send_signal(signal.SIGCONT)
+            stops = [reason for level, reason in meter_levels(session) if level == "stopped"]
+            told = [e["reason"] for e in session.events if e.get("type") == "exhausted"]
+            assert stops[0] == "quota_store_unavailable", stops
+            assert told and told[0] == "quota_store_unavailable", told
+            await sam.request("DELETE", f"/api/sessions/{session.session_id}")
+            await session.close()
+
+
 async def health(url: str, path: str = "/healthz") -> tuple[int, dict, float]:
     started = time.monotonic()
     async with aiohttp.ClientSession() as http:

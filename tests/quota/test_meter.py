@@ -479,3 +479,33 @@ async def test_leases_still_being_returned_get_a_last_try_at_shutdown(monkeypatc
     await asyncio.sleep(0)
     assert quota.meter._late_closes == {}
     assert await balance_of(flaky.store) == pytest.approx(98, abs=1e-4)
+
+
+async def test_a_store_that_hangs_is_the_reason_from_the_first_stop():
+    """With Redis stopped (SIGSTOP) the lease ran dry while a renewal waited for an answer, and the
+    client was told `exhausted` (the balance was 190) for 2.5 s before `quota_store_unavailable`."""
+    silent = SilentStore(MemoryStore())
+    meter, _, changes, _ = await make_meter(100, store=silent)
+    runner = await running(meter)
+    silent.up = False
+    for _ in range(10):  # the whole lease, a frame at a time, the loop free to ask for more
+        spend(meter, 15)
+        await asyncio.sleep(0.01)
+    assert meter.state.level is Level.STOPPED
+    stops = [change for change in changes if change.level is Level.STOPPED]
+    assert stops and stops[0].reason == "quota_store_unavailable", [(c.level, c.reason) for c in changes]
+    silent.up = True
+    await meter.close()
+    await runner
+
+
+async def test_an_account_spent_to_zero_is_exhausted():
+    meter, _, changes, _ = await make_meter(3)
+    runner = await running(meter)
+    for _ in range(10):
+        spend(meter, 15)
+        await asyncio.sleep(0.01)
+    assert meter.state.level is Level.STOPPED and meter.state.reason == "exhausted"
+    assert [c.reason for c in changes if c.level is Level.STOPPED][0] == "exhausted"
+    await meter.close()
+    await runner

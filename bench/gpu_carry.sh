@@ -7,10 +7,9 @@
 #
 # pack takes the versions the tests' venv (.venv, made by tests/run.sh) holds, as wheels for the
 # other machine's Python (GPU_PYTHON_VERSION, default 3.12); the model weights as the files our
-# loaders read (not the packages: mediapipe's wheel alone is 35 MB), and the test photos that do
-# not travel with the repository: ../shared's, and the one PyPI sdist photo a GPU test reads
-# (facetorch's test3.jpg, for test_hands; tests/.photos is ignored by git). Everything fits one
-# 64 MiB transfer.
+# loaders read (not the packages: mediapipe's wheel alone is 35 MB), and the PyPI sdist photos the
+# GPU tests read (face_recognition's four faces, facetorch's test3.jpg for test_hands; they do not
+# travel with the repository: tests/.photos is ignored by git). Everything fits one 64 MiB transfer.
 # Rehearsed on the CPU on 2026-12-03 (no GPU lent): unpacked into a Python 3.12.1 venv holding the
 # image's versions of what is not carried (torch 2.11.0+cu130, numpy 2.5.2, onnx 1.23.1,
 # flatbuffers, pytest, aiohttp, scikit-image, matplotlib): tests/pipeline 511 passed, 101 skipped
@@ -46,9 +45,11 @@ pack() {
   # xz: the weights are 22 MB as files, 18 MB packed, and every MiB counts against the 64
   # shellcheck disable=SC2086
   tar -C "$site_packages" -cJf "$CARRY/weights.tar.xz" $WEIGHT_FILES
-  cp -r ../shared/testdata/faces "$CARRY/faces" && chmod -R u+w "$CARRY/faces"
   mkdir -p "$CARRY/photos"
-  cp "$("$venv_python" -c 'import sys; sys.path.insert(0, "tests"); import sdist_photos; print(sdist_photos.photo_path("test3.jpg"))')" "$CARRY/photos/"
+  local photo
+  for photo in obama.jpg obama2.jpg obama3.jpg biden.jpg test3.jpg; do
+    cp "$("$venv_python" -c 'import sys; sys.path.insert(0, "tests"); import sdist_photos; print(sdist_photos.photo_path(sys.argv[1]))' "$photo")" "$CARRY/photos/"
+  done
   local tree carried
   tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
   carried=$(du -sb "$CARRY" | cut -f1)
@@ -60,9 +61,6 @@ unpack() {
   # the Python the wheels were packed for (GPU_PYTHON_VERSION); gpu.sh's PYTHON
   "${PYTHON:-python3}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$CARRY"/wheels/*.whl
   tar -C "$SITE" -xJf "$CARRY/weights.tar.xz"
-  if [ ! -d ../shared/testdata/faces ]; then
-    mkdir -p ../shared/testdata && cp -r "$CARRY/faces" ../shared/testdata/faces
-  fi
   mkdir -p tests/.photos && cp -n "$CARRY"/photos/* tests/.photos/
   echo "installed into $SITE: export PYTHONPATH=$SITE"
 }

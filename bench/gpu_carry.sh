@@ -10,11 +10,8 @@
 # loaders read (not the packages: mediapipe's wheel alone is 35 MB), and the PyPI sdist photos the
 # GPU tests read (face_recognition's four faces, facetorch's test3.jpg for test_hands; they do not
 # travel with the repository: tests/.photos is ignored by git). Everything fits one 64 MiB transfer.
-# Rehearsed on the CPU on 2026-12-03 (no GPU lent): unpacked into a Python 3.12.1 venv holding the
-# image's versions of what is not carried (torch 2.11.0+cu130, numpy 2.5.2, onnx 1.23.1,
-# flatbuffers, pytest, aiohttp, scikit-image, matplotlib): tests/pipeline 511 passed, 101 skipped
-# (CUDA), 1 failed (it runs the installed `facefuse` script, which a carried site has not; not a
-# gpu test); detect.py, landmarks.py, face_chain.py and streaming.py ran with --device cpu.
+# A carried site has no installed `facefuse` script, so the one pipeline test that runs it fails
+# there (not a gpu test); a rehearsal on the CPU: bench/results/2026-12-03-gpu-carry-rehearsal.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry

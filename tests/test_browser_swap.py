@@ -1,7 +1,7 @@
 """The server's default chain swaps faces live in the page: Chromium's camera (a still y4m of
 Obama) comes back with Grace Hopper's face (by SFace identity), the scene around it untouched, and
 the "AI" badge. (Not Biden's: the mesh swap moves Biden onto Obama too little for SFace to tell,
-at camera framing even without a codec; README, "Whose face it is".)"""
+at camera framing even without a codec; bench/results/2026-11-30-identity-at-camera-framing.md.)"""
 
 from __future__ import annotations
 

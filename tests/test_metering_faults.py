@@ -14,7 +14,7 @@ from signaling.client import FacefuseClient, ServerError
 from stream.image_track import ImageTrack
 from browser_support import ServerProcess
 from support import face_rgb, running_server, wait_until
-from test_metering import ADMIN, InvertedLog, create_account, metered_settings
+from test_metering import ADMIN, InvertedLog, create_account, metered_settings, sent_fps
 
 pytestmark = pytest.mark.redis
 
@@ -30,7 +30,8 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             key = await create_account(admin, "lee", balance=100)
         async with FacefuseClient(url, api_key=key) as lee:
             log = InvertedLog()
-            session = await lee.connect(ImageTrack(face_rgb("obama.jpg"), tag=4), on_frame=log)
+            source = ImageTrack(face_rgb("obama.jpg"), tag=4)
+            session = await lee.connect(source, on_frame=log)
             server_session = app[SESSIONS].get(session.session_id)
             await asyncio.sleep(1.0)
             redis_server.stop(kill=True)
@@ -42,7 +43,10 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             await asyncio.sleep(1.2)  # a second to judge by, after frames in flight (0.2 s)
             now = time.monotonic()
             assert log.fps(now - 1.0, now, processed=True) == 0, "fail closed: nothing processed without the store"
-            assert log.fps(now - 1.0, now, processed=False) > 15, "the original video keeps flowing"
+            # at least half of what the camera sent: the point is that it flows (the slack covers
+            # frames dropped on a busy or slow machine)
+            original, sent = log.fps(now - 1.0, now, processed=False), sent_fps(source, killed, now)
+            assert original >= 0.5 * sent, f"the original video keeps flowing: {original:.1f} fps, the camera sent {sent:.1f}"
 
             redis_server.start()
             await wait_until(lambda: meter_levels(session)[-1][0] == "full", timeout=10)

@@ -41,9 +41,27 @@ class LatencyLog:
         return float(np.percentile(values, 90))
 
 
+async def passthrough_reference(seconds: float = 4) -> tuple[float, dict]:
+    """This machine's p90 latency (ms) and stats with no chain cost: what the checks of a costly
+    chain add their bounds to, so that they hold on a slower machine."""
+    async with running_server(loopback_settings("passthrough")) as (url, app):
+        async with FacefuseClient(url) as client:
+            source = ImageTrack(face_rgb("obama.jpg"), tag=9)
+            log = LatencyLog(source)
+            session = await client.connect(source, on_frame=log)
+            try:
+                start = time.monotonic()
+                await asyncio.sleep(seconds)
+                stats = await client.request("GET", f"/api/sessions/{session.session_id}")
+                return log.p90(start + 1, start + seconds), stats
+            finally:
+                await session.close()
+
+
 @pytest.mark.slow
 async def test_slow_chain_keeps_latency_bounded_and_drops_fps():
     """A 100 ms chain: fps falls to what the chain allows, latency does not grow."""
+    reference_p90, reference = await passthrough_reference()
     async with running_server(loopback_settings("fixed-cost:100:0")) as (url, app):
         async with FacefuseClient(url) as client:
             source = ImageTrack(face_rgb("obama.jpg"), tag=1)
@@ -55,10 +73,16 @@ async def test_slow_chain_keeps_latency_bounded_and_drops_fps():
                 early, late = log.p90(start + 3, start + 5), log.p90(start + 10, start + 12)
                 stats = await client.request("GET", f"/api/sessions/{session.session_id}")
                 print(f"p90 latency 3-5 s: {early:.0f} ms, 10-12 s: {late:.0f} ms; stats {stats}")
-                assert late < 300, "latency stays bounded"
+                print(f"passthrough: p90 latency {reference_p90:.0f} ms, fps in {reference['fps_in']}, out {reference['fps_out']}")
+                # At most two chain runs (the one under way, then the frame's own) above what the
+                # transport and codecs take here without a chain, with 50 ms to spare: a slower
+                # machine raises the reference too.
+                assert late < reference_p90 + 2 * 100 + 50, "latency stays bounded"
                 assert late < early + 60, "latency does not grow"
+                # 10 fps at most on any machine; the floor leaves 66 ms a frame for everything
+                # around the 100 ms sleep, several times what it takes here
                 assert 6 <= stats["fps_out"] <= 11, "fps drops to what a 100 ms chain allows"
-                assert stats["fps_in"] >= 25
+                assert stats["fps_in"] >= 0.8 * reference["fps_in"], "the camera's frames still all come in"
                 assert stats["frames_dropped"] > stats["frames_out"], "the newest frame wins; older ones are dropped"
             finally:
                 await session.close()

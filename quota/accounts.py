@@ -11,6 +11,7 @@ from quota.settings import MAX_AMOUNT_TOKENS, QuotaSettings, micro_amount
 from quota.store import Account, QuotaStore
 
 LOCAL_ACCOUNT = "local"
+LOCAL_TIER = "vip"  # unmetered: the local account is the operator's own
 _ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -60,7 +61,7 @@ class Accounts:
     async def ensure_local(self) -> Account:
         """The single unmetered account of a loopback server without an admin key."""
         try:
-            await self.store.create_account(LOCAL_ACCOUNT, "vip", 0, hash_key(secrets.token_urlsafe(24)))
+            await self.store.create_account(LOCAL_ACCOUNT, LOCAL_TIER, 0, hash_key(secrets.token_urlsafe(24)))
         except AccountExists:
             pass
         return await self.get(LOCAL_ACCOUNT)

@@ -63,12 +63,16 @@ DEFAULT_TIERS: tuple[TierRules, ...] = (
 )
 
 
+# tokens per second of processed video by output size: (max pixels, price); None = above all.
+# Pixels, not height: a 2560x480 strip is not 480p, nor a 480x640 portrait 720p.
+DEFAULT_PRICES: tuple[tuple[int | None, float], ...] = ((640 * 480, 1.0), (1280 * 720, 3.0), (None, 5.0))
+
+
 @dataclass(frozen=True)
 class QuotaSettings:
+    # both may come from an operator's file instead (quota/quota_config.py)
     tiers: tuple[TierRules, ...] = DEFAULT_TIERS
-    # tokens per second of processed video by output size: (max pixels, price); None = above all.
-    # Pixels, not height: a 2560x480 strip is not 480p, nor a 480x640 portrait 720p.
-    prices: tuple[tuple[int | None, float], ...] = ((640 * 480, 1.0), (1280 * 720, 3.0), (None, 5.0))
+    prices: tuple[tuple[int | None, float], ...] = DEFAULT_PRICES
     nominal_fps: float = 30.0
     refill_period_s: float = 3600.0
     hour_s: float = 3600.0  # the window of the hourly cap (tests shorten it)
@@ -80,13 +84,16 @@ class QuotaSettings:
     crawl_below_s: float = 15.0  # fewer than this: crawl_fps
     crawl_fps: float = 5.0
     grace_s: float = 10.0  # an exhausted session is closed after this unless topped up
-    redis_url: str | None = None  # None: the in-memory store
+    redis_url: str | None = field(default=None, metadata={  # None: the in-memory store
+        "help": "quota store, e.g. redis://127.0.0.1:6379/0", "default_text": "in memory"})
     redis_prefix: str = "facefuse"
-    redis_max_connections: int = 16  # the most this node opens to Redis
+    redis_max_connections: int = field(default=16, metadata={"help": "connections to Redis this node opens at most"})
     redis_pool_timeout_s: float = 2.0  # an operation waiting longer for a free connection fails closed
     # this node's name in the store, recorded with its leases: at start it settles those its previous
     # run left; None: default_node_id of the port
-    node_id: str | None = None
+    node_id: str | None = field(default=None, metadata={
+        "help": "this node's name in the quota store, unique among live nodes; at start it settles the leases its "
+        "previous run left", "default_text": "HOST:PORT"})
     admin_key: str | None = None
     tiers_by_name: dict[str, TierRules] = field(init=False, repr=False, compare=False)
 

@@ -1,56 +1,70 @@
-"""`facefuse serve`: flags, with FACEFUSE_* environment variables as their defaults."""
+"""`facefuse serve`: flags, with FACEFUSE_* environment variables as their defaults.
+
+Each flag's default (and most help texts) is read from the settings dataclasses, the one place
+they are written. The server itself (torch, the chains, the stores) is imported only once the flags
+are read: `facefuse --help` answers at once.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
-import errno
 import logging
+import math
 import os
-import signal
-import socket
+import re
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-from aiohttp import web
-
-from pipeline.chains import UnknownChain
-from pipeline.device import DeviceUnavailable
 from pipeline.host_memory import keep_freed_memory
-from pipeline.learned import ModelFileError
-from pipeline.settings import PipelineSettings
-from quota.errors import StoreUnavailable
-from quota.redis_store import check_redis_url
+from pipeline.settings import DEVICE_CHOICES, PipelineSettings
 from quota.settings import QuotaSettings
-from signaling.app import create_app
 from signaling.origin_check import is_loopback_name
-from signaling.settings import STATIC_DIR, HttpSettings, ServerSettings
+from signaling.settings import HttpSettings, ServerSettings
 from stream.ice import IceSettings
 from stream.settings import StreamSettings
 
 ENV_PREFIX = "FACEFUSE_"
-SHUTDOWN_WAIT_S = 3.0
+ON_OFF = ("on", "off")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The admin key guards every account: long enough that guessing it over HTTP is hopeless.
 MIN_ADMIN_KEY_CHARS = 24
-
-logger = logging.getLogger(__name__)
 
 
 def _env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def _add(parser: argparse.ArgumentParser, flag: str, *, type=str, default=None, help: str, secret: bool = False) -> None:  # noqa: A002
+def _add(group: Any, flag: str, *, type=str, default=None, help: str, shown: str | None = None,  # noqa: A002
+         choices: Sequence[str] | None = None, secret: bool = False) -> None:
     """A flag whose default comes from FACEFUSE_<FLAG> when that is set. The variable's text is
     the default as text: argparse converts it only when the flag is not given, and a bad one is
     its usual one-line error. A secret's value is not shown in --help."""
     env = os.environ.get(_env_name(flag))
     if env is not None:
-        default = env
-    shown = ("set" if default else "not set") if secret else repr(default)
-    parser.add_argument(flag, type=type, default=default, help=f"{help} [env {_env_name(flag)}; default {shown}]")
+        default, shown = env, env
+    if secret and default:
+        shown = "set"
+    elif shown is None:
+        shown = str(default)
+    group.add_argument(flag, type=type, default=default, choices=choices,
+                       help=f"{help} [env {_env_name(flag)}; default: {shown}]")
+
+
+def _add_setting(group: Any, flag: str, section: type, name: str, *, type=str,  # noqa: A002
+                 choices: Sequence[str] | None = None, secret: bool = False) -> None:
+    """A flag for one settings field: its default and help are the field's (see pipeline/settings.py)."""
+    field = _field(section, name)
+    default = field.default
+    if isinstance(default, bool):
+        default, choices, type = ("on" if default else "off"), ON_OFF, str.lower
+    shown = field.metadata.get("default_text")
+    if shown is None and type is _pixels:
+        shown = _pixels_text(default)
+    _add(group, flag, type=type, default=default, help=field.metadata["help"], shown=shown, choices=choices, secret=secret)
 
 
 def _port(text: str) -> int:
@@ -62,10 +76,32 @@ def _port(text: str) -> int:
 
 _port.__name__ = "port"  # argparse's "invalid port value" names the type by it
 
+_SIZE = re.compile(r"^([0-9]+)x([0-9]+)$")
 
-def _add_many(parser: argparse.ArgumentParser, flag: str, *, help: str) -> None:  # noqa: A002
+
+def _pixels(text: str) -> int:
+    """A number of pixels, or WIDTHxHEIGHT."""
+    size = _SIZE.match(text.strip().lower())
+    return int(size[1]) * int(size[2]) if size else int(text)
+
+
+_pixels.__name__ = "pixels"
+
+
+def _pixels_text(pixels: int | None) -> str:
+    """1920x1080 for 2073600: a pixel limit as the frame size it admits (16:9 or 4:3), else the number."""
+    if not pixels:
+        return "no limit"
+    for wide, high in ((16, 9), (4, 3)):
+        unit = math.isqrt(pixels // (wide * high))
+        if wide * high * unit * unit == pixels:
+            return f"{wide * unit}x{high * unit}"
+    return str(pixels)
+
+
+def _add_many(group: Any, flag: str, *, help: str) -> None:  # noqa: A002
     """A repeatable flag; FACEFUSE_<FLAG> holds a comma-separated list used when the flag is absent."""
-    parser.add_argument(flag, action="append", help=f"{help} [env {_env_name(flag)}, comma-separated]")
+    group.add_argument(flag, action="append", help=f"{help} [env {_env_name(flag)}, comma-separated]")
 
 
 def _many(args: argparse.Namespace, flag: str) -> tuple[str, ...]:
@@ -76,51 +112,100 @@ def _many(args: argparse.Namespace, flag: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in env.split(",") if part.strip())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _version() -> str:
+    try:
+        return metadata.version("facefuse")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command line and its `serve` command (whose usage answers a bad value)."""
     parser = argparse.ArgumentParser(prog="facefuse", description="Real-time streaming face-swap server.")
+    parser.add_argument("--version", action="version", version=f"facefuse {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="start the HTTP + WebRTC server")
-    _add(serve, "--host", default="127.0.0.1", help="address to listen on")
-    _add(serve, "--port", type=_port, default=8080, help="port to listen on")
-    _add_many(serve, "--ice-host", help="restrict ICE host candidates to this address (repeatable)")
-    _add(serve, "--ice-public-address", help="advertise this address instead of the host's (1:1 NAT)")
-    _add_many(serve, "--ice-server", help="STUN/TURN URL, e.g. stun:host:3478 or turn:user:pass@host:3478 (repeatable)")
-    _add_many(serve, "--ice-allow-remote", help="CIDR that offered candidates must be in (repeatable; default: loopback only when every --ice-host is loopback)")
-    _add(serve, "--chain", default="mesh", help="chain to run: mesh (the face swap), inswapper (with --models-dir), passthrough, invert, fixed-cost:BATCH_MS:FRAME_MS")
-    _add(serve, "--models-dir", type=Path, default=None, help="folder with the models you bring, for --chain inswapper")
-    _add(serve, "--keep-eyes-mouth", default="on", help="'on': the target's own open eyes and mouth show through the swap")
-    _add(serve, "--hands", default="on", help="'off' stops keeping hands in front of the face in front of the swap (a little faster)")
-    _add(serve, "--badge", default="on", help="'off' removes the 'AI' disclosure badge from swapped video (operators only)")
-    _add(serve, "--device", default="auto", help="cpu, cuda or auto (CUDA if present)")
-    _add(serve, "--max-batch", type=int, default=8, help="frames per batch at most")
-    _add(serve, "--max-wait-ms", type=float, default=4.0, help="how long a batch waits for more frames")
-    _add(serve, "--cpu-threads", type=int, default=None, help="torch threads on the CPU (default: all cores but one)")
-    _add(serve, "--max-decoded-pixels", type=int, default=4096 * 2304, help="a peer whose video declares larger frames is refused before decoding")
-    _add(serve, "--max-faces", type=int, default=256, help="uploaded faces the server keeps, all accounts together")
-    _add(serve, "--max-faces-per-account", type=int, default=32, help="uploaded faces one account may keep (local mode: --max-faces)")
-    _add(serve, "--max-frame-pixels", type=int, default=1920 * 1080, help="larger frames are scaled down to this many pixels before the chain (0: no limit)")
-    _add(serve, "--max-in-flight", type=int, default=1, help="frames of one session in flight at once")
-    _add(serve, "--max-sessions", type=int, default=32, help="concurrent sessions at most")
-    _add(serve, "--idle-timeout", type=float, default=10.0, help="seconds without video before a session is closed")
-    _add(serve, "--redis-url", secret=True, help="quota store, e.g. redis://127.0.0.1:6379/0 (default: in memory)")
-    _add(serve, "--redis-max-connections", type=int, default=16, help="connections to Redis this node opens at most")
-    _add(serve, "--node-id", help="this node's name in the quota store, unique among live nodes; at start it settles the leases its previous run left (default HOST:PORT)")
-    _add_admin_key(serve)
-    _add_many(serve, "--quota-setting", help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)")
-    _add_many(serve, "--public-host", help="a name this server answers to besides loopback names and its --host address, e.g. facefuse.example.com (repeatable); other Host headers get 421 (DNS rebinding): always without an admin key, with one only when this is given, the probes /healthz and /livez excepted")
-    _add_many(serve, "--allow-origin", help="another site's page that may use the API (POST/PUT/PATCH/DELETE, CORS), e.g. https://dash.example.com (repeatable); such requests from other pages than this server's own get 403")
-    _add(serve, "--static-dir", type=Path, default=STATIC_DIR, help="folder with index.html")
-    _add(serve, "--log-level", default="INFO", help="logging level")
-    return parser
+    serve = commands.add_parser(
+        "serve", help="start the HTTP + WebRTC server", usage="%(prog)s [options]  (facefuse serve --help lists them)",
+        description="Start the HTTP + WebRTC server. Every flag can also be set by the environment variable named "
+        "in its help.",
+    )
+    network = serve.add_argument_group("network")
+    _add_setting(network, "--host", HttpSettings, "host")
+    _add_setting(network, "--port", HttpSettings, "port", type=_port)
+    _add_many(network, "--public-host", help=_help(HttpSettings, "public_hosts"))
+    _add_many(network, "--allow-origin", help=_help(HttpSettings, "allowed_origins"))
+    _add_setting(network, "--static-dir", HttpSettings, "static_dir", type=Path)
+
+    chain = serve.add_argument_group("chain")
+    _add_setting(chain, "--chain", PipelineSettings, "chain")
+    _add_setting(chain, "--models-dir", PipelineSettings, "models_dir", type=Path)
+    _add_setting(chain, "--keep-eyes-mouth", PipelineSettings, "keep_eyes_mouth")
+    _add_setting(chain, "--hands", PipelineSettings, "hands")
+    _add_setting(chain, "--badge", PipelineSettings, "badge")
+    _add_setting(chain, "--device", PipelineSettings, "device", type=str.lower, choices=DEVICE_CHOICES)
+    _add_setting(chain, "--cpu-threads", PipelineSettings, "cpu_threads", type=int)
+
+    scheduler = serve.add_argument_group("scheduler")
+    _add_setting(scheduler, "--max-batch", PipelineSettings, "max_batch", type=int)
+    _add_setting(scheduler, "--max-wait-ms", PipelineSettings, "max_wait_ms", type=float)
+    _add_setting(scheduler, "--max-in-flight", PipelineSettings, "max_in_flight", type=int)
+
+    accounts = serve.add_argument_group("accounts and metering")
+    _add_admin_key(accounts)
+    _add_setting(accounts, "--redis-url", QuotaSettings, "redis_url", secret=True)
+    _add_setting(accounts, "--redis-max-connections", QuotaSettings, "redis_max_connections", type=int)
+    _add_setting(accounts, "--node-id", QuotaSettings, "node_id")
+    _add(accounts, "--quota-config", type=Path, help="TOML file with the tiers (refill, cap, priority, sessions at "
+         "once) and the prices by frame size", shown="the built-in tiers free, paid, vip")
+    _add_many(accounts, "--quota-setting", help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)")
+
+    limits = serve.add_argument_group("limits")
+    _add_setting(limits, "--max-sessions", StreamSettings, "max_sessions", type=int)
+    _add_setting(limits, "--idle-timeout", StreamSettings, "idle_timeout_s", type=float)
+    _add_setting(limits, "--max-frame-pixels", PipelineSettings, "max_frame_pixels", type=_pixels)
+    _add_setting(limits, "--max-decoded-pixels", StreamSettings, "max_decoded_pixels", type=_pixels)
+    _add_setting(limits, "--max-faces", HttpSettings, "max_faces", type=int)
+    _add_setting(limits, "--max-faces-per-account", HttpSettings, "max_faces_per_account", type=int)
+
+    ice = serve.add_argument_group("ICE (WebRTC connectivity)")
+    _add_many(ice, "--ice-host", help="restrict ICE host candidates to this address (repeatable; default: every "
+              "address but loopback)")
+    _add(ice, "--ice-public-address", help="advertise this address instead of the host's (1:1 NAT)", shown="none")
+    _add_many(ice, "--ice-server", help="STUN/TURN URL, e.g. stun:host:3478 or turn:user:pass@host:3478 (repeatable; "
+              "default: none)")
+    _add_many(ice, "--ice-allow-remote", help="CIDR that offered candidates must be in (repeatable; default: loopback "
+              "only when every --ice-host is loopback, else any)")
+
+    _add(serve, "--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="what the log shows")
+    return parser, serve
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return build_parsers()[0]
+
+
+def _field(section: type, name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(section) if f.name == name)
+
+
+def _help(section: type, name: str) -> str:
+    return _field(section, name).metadata["help"]
 
 
 def settings_from_args(args: argparse.Namespace) -> ServerSettings:
-    if args.device not in ("auto", "cpu", "cuda"):
+    if args.device.lower() not in DEVICE_CHOICES:  # from the environment: argparse checks only what is given
         raise ValueError(f"--device must be auto, cpu or cuda, not {args.device!r}")
-    if args.log_level.upper() not in logging.getLevelNamesMapping():
-        raise ValueError(f"--log-level must be one of DEBUG, INFO, WARNING, ERROR, not {args.log_level!r}")
+    if args.log_level.upper() not in LOG_LEVELS:
+        raise ValueError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}")
     if args.redis_url:
+        from quota.redis_store import check_redis_url  # redis is imported when a store is used
+
         check_redis_url(args.redis_url)
+    quota_file = {}
+    if args.quota_config is not None:
+        from quota.quota_config import load_quota_config
+
+        quota_file = load_quota_config(args.quota_config)
     allowed = _many(args, "--ice-allow-remote")
     return ServerSettings(
         http=HttpSettings(
@@ -141,7 +226,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         ),
         pipeline=PipelineSettings(
             chain=args.chain,
-            device=args.device,
+            device=args.device.lower(),
             max_batch=args.max_batch,
             max_wait_ms=args.max_wait_ms,
             max_in_flight=args.max_in_flight,
@@ -154,7 +239,8 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         ),
         quota=QuotaSettings(
             redis_url=args.redis_url, admin_key=_admin_key(args), node_id=args.node_id,
-            redis_max_connections=args.redis_max_connections, **_quota_numbers(_many(args, "--quota-setting"))
+            redis_max_connections=args.redis_max_connections, **quota_file,
+            **_quota_numbers(_many(args, "--quota-setting")),
         ),
     )
 
@@ -226,65 +312,25 @@ def _on_off(value: str, flag: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     keep_freed_memory()  # before the server starts its threads (pipeline/host_memory.py)
-    parser = build_parser()
+    parser, serve = build_parsers()
     args = parser.parse_args(argv)
     try:
         settings = settings_from_args(args)
     except ValueError as exc:
-        parser.error(str(exc))
+        serve.error(str(exc))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.admin_key is not None:
-        logger.warning("--admin-key is deprecated: the key is visible to every user of this machine in ps; "
-                       "use FACEFUSE_ADMIN_KEY or --admin-key-file")
+        logging.getLogger(__name__).warning(
+            "--admin-key is deprecated: the key is visible to every user of this machine in ps; "
+            "use FACEFUSE_ADMIN_KEY or --admin-key-file")
     if settings.local_mode and not is_loopback_name(settings.http.host):
-        parser.error(
+        serve.error(
             f"refusing to serve on {settings.http.host} without --admin-key-file or FACEFUSE_ADMIN_KEY: the local account has no auth "
             "and is meant for 127.0.0.1 only"
         )
-    try:
-        # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker. It
-        # waits SHUTDOWN_WAIT_S for requests in progress (a stalled upload held sessions 15 s).
-        app = create_app(settings)
-        app.on_shutdown.append(_second_signal_stops_at_once)
-        web.run_app(app, host=settings.http.host, port=settings.http.port, print=None, shutdown_timeout=SHUTDOWN_WAIT_S)
-    except web.GracefulExit:  # a second signal before the first one's shutdown began
-        print(SECOND_SIGNAL, file=sys.stderr)
-        return 1
-    except (UnknownChain, DeviceUnavailable, ModelFileError, StoreUnavailable) as exc:
-        print(f"facefuse: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        if not _cannot_listen(exc):
-            raise  # not a start-up problem of the socket: a bug, with its traceback
-        print(f"facefuse: cannot listen on {settings.http.host}:{settings.http.port}: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    from signaling.serving import serve_until_stopped  # torch, the chains, the stores: only now
 
-
-SECOND_SIGNAL = (
-    "facefuse: a second signal during shutdown: stopped at once; sessions not yet closed were "
-    "dropped (the store settles their leases after its TTL)"
-)
-
-
-async def _second_signal_stops_at_once(_app: web.Application) -> None:
-    """From the first signal's shutdown on, SIGINT/SIGTERM end the process there and then. Left to
-    aiohttp, a second signal cancelled the shutdown's tasks, and a request handler cancelled that
-    way (a stalled upload's) sometimes logged aiohttp's own InvalidStateError traceback."""
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, _exit_now)
-
-
-def _exit_now() -> None:
-    print(SECOND_SIGNAL, file=sys.stderr, flush=True)
-    os._exit(1)  # no cleanup to wait on: that is what the second signal asks for
-
-
-def _cannot_listen(exc: OSError) -> bool:
-    """A socket that cannot be opened where asked: the port taken or privileged, an address that
-    is not this machine's or a name that does not resolve."""
-    return isinstance(exc, socket.gaierror) or exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
+    return serve_until_stopped(settings)
 
 
 if __name__ == "__main__":

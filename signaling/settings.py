@@ -1,4 +1,5 @@
-"""The server's settings: one section per package, built once by the CLI."""
+"""The server's settings: one section per package, built once by the CLI. A field that is a flag
+carries its help text in its metadata (see pipeline/settings.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.settings import PipelineSettings
+from quota.accounts import LOCAL_TIER
 from quota.settings import QuotaSettings
 from signaling.origin_check import checked_allowed_origin, checked_public_host
 from stream.settings import StreamSettings
@@ -15,14 +17,23 @@ STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 
 @dataclass(frozen=True)
 class HttpSettings:
-    host: str = "127.0.0.1"
-    port: int = 8080
+    host: str = field(default="127.0.0.1", metadata={"help": "address to listen on"})
+    port: int = field(default=8080, metadata={"help": "port to listen on"})
     max_upload_bytes: int = 10 * 1024 * 1024
-    max_faces: int = 256
-    max_faces_per_account: int = 32
-    static_dir: Path = STATIC_DIR
-    public_hosts: tuple[str, ...] = ()  # names the server answers to besides loopback and its address
-    allowed_origins: tuple[str, ...] = ()  # other sites' pages that may change things (a dashboard)
+    max_faces: int = field(default=256, metadata={"help": "uploaded faces the server keeps, all accounts together"})
+    max_faces_per_account: int = field(default=32, metadata={
+        "help": "uploaded faces one account may keep (local mode: --max-faces)"})
+    static_dir: Path = field(default=STATIC_DIR, metadata={
+        "help": "folder with index.html", "default_text": "the page shipped with facefuse"})
+    # names the server answers to besides loopback and its address
+    public_hosts: tuple[str, ...] = field(default=(), metadata={"help": (
+        "a name this server answers to besides loopback names and its --host address, e.g. facefuse.example.com "
+        "(repeatable); other Host headers get 421 (DNS rebinding): always without an admin key, with one only when "
+        "this is given, the probes /healthz and /livez excepted")})
+    # other sites' pages that may change things (a dashboard)
+    allowed_origins: tuple[str, ...] = field(default=(), metadata={"help": (
+        "another site's page that may use the API (POST/PUT/PATCH/DELETE, CORS), e.g. https://dash.example.com "
+        "(repeatable); such requests from other pages than this server's own get 403")})
 
     def __post_init__(self) -> None:
         if self.max_faces < 1 or self.max_faces_per_account < 1:
@@ -39,6 +50,11 @@ class ServerSettings:
     stream: StreamSettings = field(default_factory=StreamSettings)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     quota: QuotaSettings = field(default_factory=QuotaSettings)
+
+    def __post_init__(self) -> None:
+        if self.local_mode and LOCAL_TIER not in self.quota.tiers_by_name:
+            raise ValueError(f"the local account (no admin key) runs on tier {LOCAL_TIER!r}, which --quota-config does not "
+                             f"define (tiers: {', '.join(self.quota.tiers_by_name)})")
 
     @property
     def local_mode(self) -> bool:

@@ -1,4 +1,4 @@
-"""The stream package's settings section."""
+"""The stream package's settings section (flag help in field metadata: see pipeline/settings.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from stream.ice import IceSettings
 class StreamSettings:
     ice: IceSettings = field(default_factory=IceSettings)
     # A session that sends no frame for this long (or never starts) is closed.
-    idle_timeout_s: float = 10.0
-    max_sessions: int = 32
+    idle_timeout_s: float = field(default=10.0, metadata={"help": "seconds without video before a session is closed"})
+    max_sessions: int = field(default=32, metadata={"help": "concurrent sessions at most"})
     stats_interval_s: float = 1.0
     # fmtp hints in the answer: without them Chrome sends what aiortc's REMB
     # estimate allows, which collapsed 720p to 960x540 (streaming.md).
@@ -20,7 +20,8 @@ class StreamSettings:
     # A peer's video that declares frames of more pixels is refused before decoding and the
     # session closed (declared_size.py: a 242 KB VP8 keyframe of 12000x12000 took the decoder
     # 683 MB). 4096x2304 admits 4K; the chain scales frames down further (pipeline max_frame_pixels).
-    max_decoded_pixels: int = 4096 * 2304
+    max_decoded_pixels: int = field(default=4096 * 2304, metadata={
+        "help": "a peer whose video declares larger frames (pixels, or WIDTHxHEIGHT) is refused before decoding"})
 
     def __post_init__(self) -> None:
         if not self.idle_timeout_s > 0:  # NaN fails it too; inf: idle sessions are never closed

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.settings import PipelineSettings
+from quota.settings import QuotaSettings
 from signaling.cli import build_parser, main, settings_from_args
 from signaling.client import FacefuseClient
+from signaling.settings import HttpSettings, ServerSettings
+from stream.settings import StreamSettings
 from stream.image_track import ImageTrack
 from support import face_rgb, free_port
 
@@ -267,3 +271,130 @@ def test_help_says_how_to_give_the_admin_key_and_which_hosts_are_answered(capsys
     for said in ("--admin-key-file", "FACEFUSE_ADMIN_KEY", "at least 24 characters", "visible", "--public-host", "421",
                  "--allow-origin", "403"):
         assert said in shown, said
+
+
+REPO = Path(__file__).resolve().parents[1]
+HELP_THEN_LIST_MODULES = """
+import sys
+from signaling.cli import main
+try:
+    main(["serve", "--help"])
+except SystemExit:
+    pass
+print("LOADED", *sorted(name for name in ("torch", "pipeline.chains", "pipeline.device", "redis") if name in sys.modules))
+"""
+
+
+def test_help_answers_without_importing_torch_or_the_chains():
+    """--help took 5-8 s because the command line imported torch and the chains before reading
+    its arguments; only `serve` itself needs them."""
+    done = subprocess.run([sys.executable, "-c", HELP_THEN_LIST_MODULES], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "LOADED", done.stdout[-300:]
+
+
+def test_version_names_the_installed_package(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as caught:
+        main(["--version"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out.strip() == f"facefuse {version('facefuse')}"
+
+
+def serve_help(capsys) -> str:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_serve_help_is_grouped_with_choices_sizes_and_no_python_reprs(capsys):
+    shown = serve_help(capsys)
+    for group in ("network:", "chain:", "scheduler:", "accounts and metering:", "limits:", "ICE (WebRTC connectivity):"):
+        assert group in shown, group
+    assert "--hands {on,off}" in shown and "--device {auto,cpu,cuda}" in shown
+    assert "default: 1920x1080" in shown and "default: 4096x2304" in shown  # the pixel limits as sizes
+    assert "default: all cores but one" in shown and "default: HOST:PORT" in shown and "default: in memory" in shown
+    for not_for_users in ("None", "PosixPath", "default: '", str(REPO)):  # reprs, install paths
+        assert not_for_users not in shown, not_for_users
+
+
+# The flags whose default a settings field holds: (flag's dest, section, field, another valid default, as set).
+FIELD_DEFAULTS = [
+    ("host", HttpSettings, "host", "127.0.0.2", "127.0.0.2"), ("port", HttpSettings, "port", 9123, 9123),
+    ("max_faces", HttpSettings, "max_faces", 99, 99), ("max_faces_per_account", HttpSettings, "max_faces_per_account", 9, 9),
+    ("idle_timeout", StreamSettings, "idle_timeout_s", 7.5, 7.5), ("max_sessions", StreamSettings, "max_sessions", 5, 5),
+    ("max_decoded_pixels", StreamSettings, "max_decoded_pixels", 1280 * 720, 1280 * 720),
+    ("chain", PipelineSettings, "chain", "invert", "invert"), ("device", PipelineSettings, "device", "cpu", "cpu"),
+    ("max_batch", PipelineSettings, "max_batch", 3, 3), ("max_wait_ms", PipelineSettings, "max_wait_ms", 2.0, 2.0),
+    ("max_in_flight", PipelineSettings, "max_in_flight", 2, 2), ("badge", PipelineSettings, "badge", False, False),
+    ("keep_eyes_mouth", PipelineSettings, "keep_eyes_mouth", False, False), ("hands", PipelineSettings, "hands", False, False),
+    ("max_frame_pixels", PipelineSettings, "max_frame_pixels", 640 * 480, 640 * 480),
+    ("cpu_threads", PipelineSettings, "cpu_threads", 3, 3),
+    ("redis_max_connections", QuotaSettings, "redis_max_connections", 4, 4),
+]
+
+
+@pytest.mark.parametrize("dest, section, name, other, expected", FIELD_DEFAULTS, ids=[row[0] for row in FIELD_DEFAULTS])
+def test_each_flag_default_is_read_from_its_settings_field(dest, section, name, other, expected, monkeypatch):
+    """One place holds each default: change the field's and the flag follows (they were written twice)."""
+    monkeypatch.setattr(section.__dataclass_fields__[name], "default", other)
+    settings = settings_from_args(build_parser().parse_args(["serve"]))
+    part = {HttpSettings: settings.http, StreamSettings: settings.stream, PipelineSettings: settings.pipeline,
+            QuotaSettings: settings.quota}[section]
+    assert getattr(part, name) == expected
+
+
+def test_without_flags_the_settings_are_the_dataclass_defaults():
+    assert settings_from_args(build_parser().parse_args(["serve"])) == ServerSettings()
+
+
+def test_pixel_limits_take_a_size():
+    settings = settings_from_args(build_parser().parse_args(["serve", "--max-frame-pixels", "1280x720",
+                                                             "--max-decoded-pixels", "3840x2160"]))
+    assert (settings.pipeline.max_frame_pixels, settings.stream.max_decoded_pixels) == (1280 * 720, 3840 * 2160)
+
+
+@pytest.mark.parametrize("argv", [["serve", "--max-batch", "0"], ["serve", "--hands", "maybe"], ["serve", "--device", "tpu"]])
+def test_a_bad_value_is_answered_with_serves_usage(argv, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    err = capsys.readouterr().err
+    assert caught.value.code == 2
+    assert err.startswith("usage: facefuse serve") and "facefuse serve: error:" in err, err
+
+
+def test_quota_config_gives_the_tiers_and_prices(tmp_path):
+    config = tmp_path / "quota.toml"
+    config.write_text("[tiers.vip]\nmetered = false\nmax_sessions = 2\n[prices]\n640x480 = 0.25\nabove = 1\n")
+    quota = settings_from_args(build_parser().parse_args(["serve", "--quota-config", str(config)])).quota
+    assert [tier.name for tier in quota.tiers] == ["vip"] and quota.tiers[0].max_sessions == 2
+    assert quota.prices == ((640 * 480, 0.25), (None, 1.0))
+
+
+@pytest.mark.parametrize(
+    "text, said", [("[tiers.free]\npriority = 'high'\n", "tiers.free.priority must be a whole number"),
+                   ("[tiers.free]\nmax_sessions = 1\n", "the local account (no admin key) runs on tier 'vip'")]
+)
+def test_a_bad_quota_config_is_a_one_line_error_at_start(text, said, tmp_path, capsys):
+    config = tmp_path / "quota.toml"
+    config.write_text(text)
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--quota-config", str(config), "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and said in err and len(err.strip().splitlines()) == 2, err  # usage + the error
+
+
+def test_start_says_the_url_to_open_and_stop_says_it_stopped():
+    process, url = start_server("--chain", "passthrough")
+    try:
+        asyncio.run(wait_healthy_once(url, process))
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, output
+    assert f"facefuse: open {url}/ (chain passthrough, device cpu, quota store memory, one local account)" in output, output
+    assert output.rstrip().splitlines()[-1] == "facefuse: stopped", output

@@ -9,17 +9,25 @@ address to advertise behind 1:1 NAT, and no third-party servers unless asked.
 from __future__ import annotations
 
 import asyncio
-import copy
 import ipaddress
 import logging
 from dataclasses import dataclass
 from typing import Union
 from urllib.parse import unquote
 
-from aioice import Candidate, Connection, TransportPolicy
-from aioice.ice import get_host_addresses
-from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
-from aiortc.rtcicetransport import RTCIceGatherer, parse_stun_turn_uri
+from aioice import Candidate, Connection
+from aiortc import RTCConfiguration, RTCIceGatherer, RTCIceServer, RTCPeerConnection
+
+from stream.aiortc_internals import (
+    advertised_as,
+    claim_gathering,
+    gather_candidates_on,
+    gatherer_connection,
+    gathering_addresses,
+    guard_incoming_checks,
+    parse_stun_turn_uri,
+    publish_candidates,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -138,29 +146,22 @@ def refuse_outside_checks(pc: RTCPeerConnection, settings: IceSettings) -> None:
     Dropping offered candidates is not enough: a peer also sends checks from its
     other interfaces, and aioice would learn those as peer-reflexive candidates
     and send media there (seen with Chromium: eth0 -> our 127.0.0.1). Per instance:
-    the connection's own `request_received` is wrapped. Call after
+    the ICE connection's own check handler is wrapped. Call after
     `setRemoteDescription()` (the transports exist then) on an answerer, or
     before `setLocalDescription()` on an offerer.
     """
     networks = allowed_remote_networks(settings)
     if any(network.prefixlen == 0 for network in networks):
         return
+
+    def accept(host: str) -> bool:
+        if address_allowed(host, networks):
+            return True
+        logger.debug("ignored an ICE check from %s: outside the allowed networks", host)
+        return False
+
     for gatherer in _ice_gatherers(pc):
-        connection = gatherer._connection
-        if getattr(connection, "_facefuse_checks_guarded", False):
-            continue
-        connection.request_received = _guarded(connection.request_received, networks)
-        connection._facefuse_checks_guarded = True
-
-
-def _guarded(request_received, networks: list[IPNetwork]):
-    def guarded(message, addr: tuple[str, int], protocol) -> None:
-        if address_allowed(addr[0], networks):
-            request_received(message, addr, protocol)
-        else:
-            logger.debug("ignored an ICE check from %s: outside the allowed networks", addr[0])
-
-    return guarded
+        guard_incoming_checks(gatherer_connection(gatherer), accept)
 
 
 def address_allowed(host: str, networks: list[IPNetwork]) -> bool:
@@ -185,20 +186,16 @@ async def restrict_gathering(pc: RTCPeerConnection, settings: IceSettings) -> No
         return
 
     gatherers = [g for g in _ice_gatherers(pc) if g.state == "new"]
-    connections = [g._connection for g in gatherers]
-    connections = [c for c in connections if not c._local_candidates_start]
-    for connection in connections:
-        # Claim the connection first: a concurrent gather_candidates() (aioice
-        # checks this flag) becomes a no-op instead of enumerating interfaces.
-        connection._local_candidates_start = True
+    # Claim each connection first: a concurrent gather_candidates() by aioice
+    # becomes a no-op instead of enumerating interfaces.
+    connections = [c for c in map(gatherer_connection, gatherers) if claim_gathering(c)]
 
     results = await asyncio.gather(*(_gather(c, settings) for c in connections))
 
     # Publish all at once, without awaiting in between, so aiortc's scheduled
     # __connect() never sees a half-filled set of transports.
     for connection, candidates in zip(connections, results):
-        connection._local_candidates += candidates
-        connection._local_candidates_end = True
+        publish_candidates(connection, candidates)
         logger.debug(
             "ICE candidates: %s", ", ".join(c.to_sdp() for c in candidates) or "none"
         )
@@ -218,26 +215,8 @@ def _ice_gatherers(pc: RTCPeerConnection) -> list[RTCIceGatherer]:
 
 
 async def _gather(connection: Connection, settings: IceSettings) -> list[Candidate]:
-    if connection._transport_policy == TransportPolicy.RELAY:
-        addresses: list[str] = []  # RFC 9429 3.5.3: relay candidates only
-    elif settings.hosts:
-        addresses = list(settings.hosts)
-    else:
-        addresses = get_host_addresses(
-            use_ipv4=connection._use_ipv4, use_ipv6=connection._use_ipv6
-        )
-
-    # get_component_candidates binds the sockets, registers them with the
-    # connection and also runs the STUN / TURN queries for us.
-    per_component = await asyncio.gather(
-        *(
-            connection.get_component_candidates(
-                component=component, addresses=addresses
-            )
-            for component in sorted(connection._components)
-        )
-    )
-    candidates = [c for group in per_component for c in group]
+    addresses = gathering_addresses(connection, list(settings.hosts))
+    candidates = await gather_candidates_on(connection, addresses)
     if not candidates:
         # aiortc would otherwise answer without candidates and never connect
         raise RuntimeError(f"no ICE candidate could be gathered on {addresses}")
@@ -259,9 +238,7 @@ def _advertise_public(candidates: list[Candidate], public: str) -> list[Candidat
             candidate.type == "host"
             and ipaddress.ip_address(candidate.host).version == version
         ):
-            candidate = copy.copy(candidate)
-            candidate.host = public
-            candidate._network_host = public
+            candidate = advertised_as(candidate, public)
         advertised.append(candidate)
 
     # a STUN answer behind 1:1 NAT repeats the public address: keep one

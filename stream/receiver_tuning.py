@@ -1,7 +1,8 @@
 """Per-receiver latency tuning for aiortc's RTCRtpReceiver.
 
 aiortc exposes no knobs for its receive path, so we swap three private
-objects on one receiver instance (nothing global is patched):
+objects on one receiver instance (nothing global is patched; the private
+accesses themselves are in aiortc_internals.receiver):
 
 - the jitter buffer, for MarkerJitterBuffer (release on the RTP marker bit);
 - the track's frame queue, for a drop-oldest bounded queue (latest wins);
@@ -25,21 +26,23 @@ from typing import Any
 
 from aiortc import RTCRtpReceiver
 
-from .bounded_queues import DecoderInputQueue, LatestFramesQueue
-from .jitter import MarkerJitterBuffer
+from stream.aiortc_internals import (
+    MarkerJitterBuffer,
+    decoder_error_event,
+    jitter_buffer,
+    receiver_kind,
+    receiver_started,
+    set_decoder_queue,
+    set_jitter_buffer,
+    set_track_queue,
+    track_queue,
+)
+from stream.bounded_queues import DecoderInputQueue, LatestFramesQueue
 
 logger = logging.getLogger(__name__)
 
 # Same geometry as aiortc's own video jitter buffer.
 VIDEO_JITTER_CAPACITY = 512
-
-# Name-mangled private attributes of RTCRtpReceiver (aiortc 1.16).
-_JITTER_BUFFER = "_RTCRtpReceiver__jitter_buffer"
-_DECODER_QUEUE = "_RTCRtpReceiver__decoder_queue"
-_DECODER_ERROR = "_RTCRtpReceiver__decoder_error"
-_DECODER_THREAD = "_RTCRtpReceiver__decoder_thread"
-_STARTED = "_RTCRtpReceiver__started"
-_KIND = "_RTCRtpReceiver__kind"
 
 
 def tune_receiver(
@@ -59,47 +62,41 @@ def tune_receiver(
     has already started (its decoder thread holds the old queues by then, so
     swapping them would silently do nothing).
     """
-    for name in (_JITTER_BUFFER, _DECODER_QUEUE, _DECODER_ERROR, _STARTED, _KIND):
-        if not hasattr(receiver, name):
-            raise RuntimeError(
-                f"aiortc internals changed: RTCRtpReceiver has no {name!r}"
-            )
-
-    kind = getattr(receiver, _KIND)
+    kind = receiver_kind(receiver)
     if kind != "video":
         # Bounding an audio queue to a couple of frames would chop the sound.
         logger.debug("leaving %s receiver untouched", kind)
         return
 
-    if isinstance(getattr(receiver, _JITTER_BUFFER), MarkerJitterBuffer):
+    if isinstance(jitter_buffer(receiver), MarkerJitterBuffer):
         # already tuned (e.g. called again on renegotiation): nothing to do
         return
 
-    if getattr(receiver, _STARTED) or getattr(receiver, _DECODER_THREAD, None):
+    if receiver_started(receiver):
         raise RuntimeError(
             "tune_receiver() must run before the receiver starts: call it "
             "right after pc.setRemoteDescription()"
         )
 
-    setattr(
+    set_jitter_buffer(
+        receiver, MarkerJitterBuffer(capacity=VIDEO_JITTER_CAPACITY, is_video=True)
+    )
+    set_decoder_queue(
         receiver,
-        _JITTER_BUFFER,
-        MarkerJitterBuffer(capacity=VIDEO_JITTER_CAPACITY, is_video=True),
+        DecoderInputQueue(
+            max_encoded_frames, overflow_event=decoder_error_event(receiver), admit=admit
+        ),
     )
-    decoder_queue = DecoderInputQueue(
-        max_encoded_frames, overflow_event=getattr(receiver, _DECODER_ERROR), admit=admit
-    )
-    setattr(receiver, _DECODER_QUEUE, decoder_queue)
 
     track = receiver.track
     if track is None:
         # sendonly transceiver: nothing is decoded for a track
         logger.debug("video receiver has no track yet; track queue not replaced")
         return
-    old_queue = getattr(track, "_queue", None)
+    old_queue = track_queue(track)
     if old_queue is not None and not old_queue.empty():
         raise RuntimeError("the track's queue already holds frames")
-    track._queue = LatestFramesQueue(max_decoded_frames)  # type: ignore[attr-defined]
+    set_track_queue(track, LatestFramesQueue(max_decoded_frames))
     logger.debug(
         "tuned video receiver: marker jitter buffer, %d decoded / %d encoded frames",
         max_decoded_frames,

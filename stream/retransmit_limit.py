@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from aiortc import RTCRtpSender
-from aiortc.rtp import RTCP_RTPFB_NACK, RtcpRtpfbPacket
+
+from stream.aiortc_internals import filter_nacks
 
 RESENDS_PER_S = 300.0
 RESEND_GAP_S = 0.05
@@ -52,12 +53,5 @@ class RetransmitLimit:
 def limit_retransmissions(sender: RTCRtpSender, limit: RetransmitLimit | None = None) -> RetransmitLimit:
     """Makes `sender` resend only what `limit` allows of each NACK (its RTCP handler, wrapped)."""
     limit = limit if limit is not None else RetransmitLimit()
-    handle = sender._handle_rtcp_packet
-
-    async def handle_limited(packet: object) -> None:
-        if isinstance(packet, RtcpRtpfbPacket) and packet.fmt == RTCP_RTPFB_NACK:
-            packet.lost = limit.allowed(packet.lost)
-        await handle(packet)  # type: ignore[arg-type]
-
-    sender._handle_rtcp_packet = handle_limited  # type: ignore[method-assign]
+    filter_nacks(sender, limit.allowed)
     return limit

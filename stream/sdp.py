@@ -12,11 +12,7 @@ import logging
 import re
 from collections.abc import Iterable
 
-from aiortc import sdp as aiortc_sdp
-from aiortc.codecs import CODECS
-from aiortc.rtcdtlstransport import X509_DIGEST_ALGORITHMS
-from aiortc.rtcpeerconnection import find_common_codecs
-
+from stream.aiortc_internals import MediaDescription, digest_algorithm_supported, parse_sdp, video_codecs_in_common
 from stream.ice import IPNetwork, address_allowed
 
 logger = logging.getLogger(__name__)
@@ -53,7 +49,7 @@ def parse_offer(sdp: str) -> None:
         raise InvalidSdp(f"SDP must start with 'v=0', found {first_line[:40]!r}")
 
     try:
-        description = aiortc_sdp.SessionDescription.parse(sdp)
+        description = parse_sdp(sdp)
     except Exception as exc:  # asserts, KeyError, StopIteration, ValueError...
         detail = str(exc) or type(exc).__name__
         raise InvalidSdp(f"SDP could not be parsed: {detail}") from exc
@@ -88,7 +84,7 @@ def parse_offer(sdp: str) -> None:
     for index, media in enumerate(description.media):
         _check_media(index, media)
 
-    if not any(find_common_codecs(CODECS["video"], m.rtp.codecs) for m in videos):
+    if not any(video_codecs_in_common(m.rtp.codecs) for m in videos):
         offered = sorted({c.mimeType for m in videos for c in m.rtp.codecs})
         raise InvalidSdp(
             "no supported video codec offered "
@@ -97,7 +93,7 @@ def parse_offer(sdp: str) -> None:
         )
 
 
-def _check_media(index: int, media: aiortc_sdp.MediaDescription) -> None:
+def _check_media(index: int, media: MediaDescription) -> None:
     where = f"m-line {index} ({media.kind})"
     if not media.ice.usernameFragment or not media.ice.password:
         raise InvalidSdp(f"{where}: ICE ufrag/pwd missing")
@@ -106,9 +102,7 @@ def _check_media(index: int, media: aiortc_sdp.MediaDescription) -> None:
         raise InvalidSdp(f"{where}: DTLS a=setup missing")
     if not media.dtls.fingerprints:
         raise InvalidSdp(f"{where}: DTLS fingerprint missing")
-    if not any(
-        f.algorithm.lower() in X509_DIGEST_ALGORITHMS for f in media.dtls.fingerprints
-    ):
+    if not any(digest_algorithm_supported(f.algorithm) for f in media.dtls.fingerprints):
         algorithms = ", ".join(f.algorithm for f in media.dtls.fingerprints)
         raise InvalidSdp(f"{where}: no supported fingerprint algorithm ({algorithms})")
     if media.kind in ("audio", "video") and not media.rtcp_mux:

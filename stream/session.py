@@ -23,6 +23,7 @@ from aiortc.mediastreams import MediaStreamError
 from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
 from pipeline.runner import BatchRunner, FrameResult
 from quota.meter import CLOSE_WAIT_S, Level, MeterState, SessionMeter
+from stream.aiortc_internals import negotiated_codecs
 from stream.bounded_wait import finished_within
 from stream.declared_size import DecodeSizeLimit
 from stream.encoder import tune_sender
@@ -139,8 +140,8 @@ class Session:
             if transceiver.kind == "video":
                 tune_sender(transceiver)
                 limit_retransmissions(transceiver.sender)
-                if transceiver._codecs:  # the negotiated codec, first in aiortc's list
-                    self.stats.codec = transceiver._codecs[0].name
+                if codecs := negotiated_codecs(transceiver):  # the negotiated codec, first in aiortc's list
+                    self.stats.codec = codecs[0].name
 
         if self.meter is None:
             self._runner.add_session(self.id, self._deliver_from_worker, options=self._chain_options())

@@ -13,7 +13,7 @@ from aiortc.codecs.h264 import H264Encoder, h264_depayload
 from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
-from stream.encoder import FastH264Encoder
+from stream.aiortc_internals import FastH264Encoder
 
 H264 = RTCRtpCodecParameters(mimeType="video/H264", clockRate=90000, payloadType=102)
 

@@ -10,6 +10,7 @@ import pytest
 from aioice import stun
 from aiortc import RTCPeerConnection
 
+from stream.aiortc_internals import gatherer_connection
 from stream.ice import (
     IceSettings,
     allowed_remote_networks,
@@ -155,7 +156,7 @@ async def test_public_address_advertised_with_the_host_port(
     (candidate,) = candidate_lines(pc.localDescription.sdp)
     assert candidate[4] == "203.0.113.7" and candidate[7] == "host"
     # the socket itself stays bound on the host address, same port
-    connection = transceiver.receiver.transport.transport._connection
+    connection = gatherer_connection(transceiver.receiver.transport.transport.iceGatherer)
     (protocol,) = connection._protocols
     base = protocol.local_candidate
     assert (base.host, base.port) == ("127.0.0.1", int(candidate[5]))

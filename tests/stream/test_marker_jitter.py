@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtp import RtpPacket
 
-from stream.jitter import MarkerJitterBuffer
+from stream.aiortc_internals import MarkerJitterBuffer
 
 
 def packet(seq: int, ts: int, data: bytes = b"x", marker: bool = False) -> RtpPacket:

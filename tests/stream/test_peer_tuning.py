@@ -25,14 +25,22 @@ from aiortc import (
 from aiortc.mediastreams import MediaStreamError
 
 from stream.bounded_queues import DecoderInputQueue, LatestFramesQueue
-from stream.encoder import FastH264Encoder, tune_sender
+from stream.aiortc_internals import (
+    FastH264Encoder,
+    MarkerJitterBuffer,
+    decoder_queue,
+    jitter_buffer,
+    negotiated_codecs,
+    sender_encoder,
+    track_queue,
+)
+from stream.encoder import tune_sender
 from stream.ice import (
     IceSettings,
     allowed_remote_networks,
     restrict_gathering,
     rtc_configuration,
 )
-from stream.jitter import MarkerJitterBuffer
 from stream.receiver_tuning import tune_receiver
 from stream.sdp import add_bitrate_hints, filter_remote_candidates, parse_offer
 
@@ -156,9 +164,9 @@ async def run_pair(mime: str) -> None:
             assert addresses and set(addresses) == {"127.0.0.1"}, sdp
 
         # the tuned objects are in place
-        assert isinstance(receiver._RTCRtpReceiver__jitter_buffer, MarkerJitterBuffer)
-        assert isinstance(receiver._RTCRtpReceiver__decoder_queue, DecoderInputQueue)
-        assert isinstance(receiver.track._queue, LatestFramesQueue)
+        assert isinstance(jitter_buffer(receiver), MarkerJitterBuffer)
+        assert isinstance(decoder_queue(receiver), DecoderInputQueue)
+        assert isinstance(track_queue(receiver.track), LatestFramesQueue)
 
         frames = await count_frames(
             client_transceiver.receiver.track, until=time.monotonic() + 2.5
@@ -172,13 +180,13 @@ async def run_pair(mime: str) -> None:
         assert pts == sorted(pts)
 
         # the jitter buffer still in use is ours (nothing swapped it back)
-        assert isinstance(receiver._RTCRtpReceiver__jitter_buffer, MarkerJitterBuffer)
+        assert isinstance(jitter_buffer(receiver), MarkerJitterBuffer)
 
         # the sender uses the codec that was negotiated, through our encoder
         # for H264 only
-        assert server_transceiver._codecs[0].mimeType.lower() == mime
+        assert negotiated_codecs(server_transceiver)[0].mimeType.lower() == mime
         for transceiver in (server_transceiver, client_transceiver):
-            encoder = transceiver.sender._RTCRtpSender__encoder
+            encoder = sender_encoder(transceiver.sender)
             if mime == "video/h264":
                 assert isinstance(encoder, FastH264Encoder)
                 assert encoder.codec is not None  # it did encode frames
@@ -189,9 +197,9 @@ async def run_pair(mime: str) -> None:
         assert re.search(r"a=fmtp:\d+ .*x-google-start-bitrate=800", answer)
 
         # calling it again (renegotiation) leaves the running receiver alone
-        jitter_buffer = receiver._RTCRtpReceiver__jitter_buffer
+        buffer = jitter_buffer(receiver)
         tune_receiver(receiver)
-        assert receiver._RTCRtpReceiver__jitter_buffer is jitter_buffer
+        assert jitter_buffer(receiver) is buffer
     finally:
         source.stop()
         if echo is not None:

@@ -11,7 +11,14 @@ from aiortc.rtcrtpparameters import RTCRtpCodecParameters, RTCRtpReceiveParamete
 from aiortc.rtcrtpreceiver import RemoteStreamTrack, RTCRtpReceiver
 
 from stream.bounded_queues import DecoderInputQueue, LatestFramesQueue
-from stream.jitter import MarkerJitterBuffer
+from stream.aiortc_internals import (
+    MarkerJitterBuffer,
+    decoder_error_event,
+    decoder_queue,
+    decoder_thread,
+    jitter_buffer,
+    track_queue,
+)
 from stream.receiver_tuning import tune_receiver
 
 VP8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
@@ -38,27 +45,27 @@ async def test_video_receiver_objects_swapped(dtls: RTCDtlsTransport) -> None:
     receiver = make_receiver("video", dtls)
     tune_receiver(receiver, max_decoded_frames=3, max_encoded_frames=7)
 
-    jitter_buffer = receiver._RTCRtpReceiver__jitter_buffer
-    assert isinstance(jitter_buffer, MarkerJitterBuffer)
-    assert jitter_buffer.capacity == 512 and jitter_buffer._is_video
+    buffer = jitter_buffer(receiver)
+    assert isinstance(buffer, MarkerJitterBuffer)
+    assert buffer.capacity == 512 and buffer._is_video
 
-    decoder_queue = receiver._RTCRtpReceiver__decoder_queue
-    assert isinstance(decoder_queue, DecoderInputQueue)
-    assert decoder_queue.max_frames == 7
+    decoder_input = decoder_queue(receiver)
+    assert isinstance(decoder_input, DecoderInputQueue)
+    assert decoder_input.max_frames == 7
     # overflow raises the very event aiortc turns into a PLI
-    assert decoder_queue.overflow_event is receiver._RTCRtpReceiver__decoder_error
+    assert decoder_input.overflow_event is decoder_error_event(receiver)
 
-    track_queue = receiver.track._queue
-    assert isinstance(track_queue, LatestFramesQueue)
-    assert track_queue.max_frames == 3
+    frames = track_queue(receiver.track)
+    assert isinstance(frames, LatestFramesQueue)
+    assert frames.max_frames == 3
 
 
 async def test_audio_receiver_untouched(dtls: RTCDtlsTransport) -> None:
     receiver = make_receiver("audio", dtls)
-    before = receiver._RTCRtpReceiver__jitter_buffer
+    before = jitter_buffer(receiver)
     tune_receiver(receiver)
-    assert receiver._RTCRtpReceiver__jitter_buffer is before
-    assert type(receiver.track._queue) is not LatestFramesQueue
+    assert jitter_buffer(receiver) is before
+    assert type(track_queue(receiver.track)) is not LatestFramesQueue
 
 
 async def test_receiver_without_track_gets_buffers_only(
@@ -66,7 +73,7 @@ async def test_receiver_without_track_gets_buffers_only(
 ) -> None:
     receiver = RTCRtpReceiver("video", dtls)
     tune_receiver(receiver)
-    assert isinstance(receiver._RTCRtpReceiver__jitter_buffer, MarkerJitterBuffer)
+    assert isinstance(jitter_buffer(receiver), MarkerJitterBuffer)
 
 
 async def test_started_receiver_hands_the_new_queues_to_the_decoder(
@@ -77,12 +84,12 @@ async def test_started_receiver_hands_the_new_queues_to_the_decoder(
     await receiver.receive(RTCRtpReceiveParameters(codecs=[VP8]))
     # receive() starts aiortc's decoder thread with the queues the receiver holds then:
     # (loop, input queue, output queue, error event) must be ours
-    _, input_queue, output_queue, _ = receiver._RTCRtpReceiver__decoder_thread._args
-    assert isinstance(input_queue, DecoderInputQueue) and input_queue is receiver._RTCRtpReceiver__decoder_queue
-    assert isinstance(output_queue, LatestFramesQueue) and output_queue is receiver.track._queue
+    _, input_queue, output_queue, _ = decoder_thread(receiver)._args
+    assert isinstance(input_queue, DecoderInputQueue) and input_queue is decoder_queue(receiver)
+    assert isinstance(output_queue, LatestFramesQueue) and output_queue is track_queue(receiver.track)
     # and they carry stop()'s None through the thread
     await receiver.stop()
-    assert receiver.track._queue.get_nowait() is None
+    assert track_queue(receiver.track).get_nowait() is None
 
 
 async def test_too_late_on_an_untuned_started_receiver(
@@ -93,7 +100,7 @@ async def test_too_late_on_an_untuned_started_receiver(
     try:
         with pytest.raises(RuntimeError, match="before the receiver starts"):
             tune_receiver(receiver)
-        assert type(receiver._RTCRtpReceiver__jitter_buffer) is JitterBuffer
+        assert type(jitter_buffer(receiver)) is JitterBuffer
     finally:
         await receiver.stop()
 
@@ -101,6 +108,6 @@ async def test_too_late_on_an_untuned_started_receiver(
 async def test_second_call_is_a_no_op(dtls: RTCDtlsTransport) -> None:
     receiver = make_receiver("video", dtls)
     tune_receiver(receiver)
-    queues = (receiver._RTCRtpReceiver__decoder_queue, receiver.track._queue)
+    queues = (decoder_queue(receiver), track_queue(receiver.track))
     tune_receiver(receiver)
-    assert (receiver._RTCRtpReceiver__decoder_queue, receiver.track._queue) == queues
+    assert (decoder_queue(receiver), track_queue(receiver.track)) == queues

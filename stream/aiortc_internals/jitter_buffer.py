@@ -3,7 +3,8 @@
 aiortc 1.16's JitterBuffer only knows a frame is complete when the first
 packet of the *next* frame arrives, which costs one frame interval (33 ms at
 30 fps) per receive hop. The RTP marker bit already says "last packet of this
-frame", so we release on it.
+frame", so we release on it. The subclass overrides the private `_remove_frame` and reads the
+parent's `_origin`, `_packets` and `_prefetch`, and the `_data` RTCRtpReceiver sets on packets.
 """
 
 from __future__ import annotations

@@ -5,20 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
-from quota.meter import MeterState, SessionMeter
 from stream.errors import SessionClosedEarly, SessionForbidden, SessionNotFound, TooManySessions
+from stream.metering import MeterFactory
 from stream.offer_check import checked_offer
 from stream.session import Session
 from stream.settings import StreamSettings
 
 logger = logging.getLogger(__name__)
-
-# Builds a session's meter: (session_id, on_change, on_exhausted) -> SessionMeter
-MeterFactory = Callable[[str, Callable[[MeterState], None], Callable[[str], None]], SessionMeter]
 
 
 class SessionManager:
@@ -53,12 +50,12 @@ class SessionManager:
             options=options,
             account_id=account_id,
             faces=self._faces,
+            make_meter=make_meter,
             on_closed=self._forget,
         )
         self._sessions[session.id] = session
         try:
-            if make_meter is not None:
-                session.meter = make_meter(session.id, session.meter_changed, session.meter_exhausted)
+            if session.meter is not None:
                 await session.meter.open()
                 if session.closing:  # closed while the lease opened: its close ran before the lease existed
                     await session.meter.close()

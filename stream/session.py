@@ -3,14 +3,14 @@
 Frame path: the remote track's frames go into the runner's slot for this session
 (a newer frame replaces an unclaimed one); the runner's results come back on the
 event loop into the ProcessedTrack, which the sender encodes. Every task the
-session starts is owned here and cancelled and awaited by `close()`.
+session starts is owned here and cancelled and awaited by `close()`. The data
+channel's events and commands are client_channel.py's; the meter's glue is metering.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,15 +20,16 @@ from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessi
 from aiortc.exceptions import InvalidAccessError, InvalidStateError
 from aiortc.mediastreams import MediaStreamError
 
-from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
+from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner, FrameResult
-from quota.meter import CLOSE_WAIT_S, Level, MeterState, SessionMeter
 from stream.aiortc_internals import negotiated_codecs
 from stream.bounded_wait import finished_within
+from stream.client_channel import ClientChannel, closed_event, error_event
 from stream.declared_size import DecodeSizeLimit
 from stream.encoder import tune_sender
-from stream.errors import IceGatheringFailed, InvalidCommand, InvalidOffer, SessionClosedEarly
+from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly
 from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
+from stream.metering import RETURN_LEASE_LIMIT_S, Meter, MeterFactory, SessionMetering, is_charged
 from stream.peer_close import PEER_CLOSE_TIMEOUT_S, close_peer
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
@@ -36,7 +37,7 @@ from stream.retransmit_limit import limit_retransmissions
 from stream.sdp import add_bitrate_hints
 from stream.settings import StreamSettings
 from stream.stats import SessionStats
-from stream.swap_options import SWAP_KEYS, InvalidSwapOptions, checked_swap_options
+from stream.swap_options import SWAP_KEYS, checked_swap_options
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +50,7 @@ CLOSED_NOTICE_S = 0.5
 # session in `closing`, its lease renewed, for good). Each is above the step's own inner bounds.
 STOP_WORK_LIMIT_S = 2.0
 TELL_CLIENT_LIMIT_S = CLOSED_NOTICE_S + 1.0
-RETURN_LEASE_LIMIT_S = CLOSE_WAIT_S + 1.0
 CLOSE_PEER_LIMIT_S = 2 * PEER_CLOSE_TIMEOUT_S + 1.0
-# Commands are small JSON objects; a bound keeps their parsing and the answers that name them small
-# (an answer over the peer's SCTP message limit cannot be sent at all).
-MAX_COMMAND_CHARS = 4096
 
 
 class Session:
@@ -67,12 +64,20 @@ class Session:
         options: Mapping[str, object] | None = None,
         account_id: str | None = None,
         faces: FaceLibrary | None = None,
+        make_meter: MeterFactory | None = None,
         on_closed: Callable[[Session], Awaitable[None] | None] | None = None,
     ) -> None:
         self.id = session_id
         self.account_id = account_id
         self._faces = faces if faces is not None else FaceLibrary()
-        self.meter: SessionMeter | None = None  # set by the manager before negotiation, when metered
+        # Metered sessions: the manager opens the meter's lease before negotiation.
+        self._metering = (
+            SessionMetering(
+                session_id, make_meter, send_event=self.send_event, set_fps_cap=self._set_fps_cap, end_session=self._close_soon
+            )
+            if make_meter is not None else None
+        )
+        self.meter: Meter | None = self._metering.meter if self._metering is not None else None
         self.face_id = face_id
         self.options = dict(options or {})
         self.state = "new"  # new -> connecting -> live -> closing -> closed
@@ -85,7 +90,7 @@ class Session:
         self._loop = asyncio.get_running_loop()
         self._pc = RTCPeerConnection(rtc_configuration(settings.ice))
         self._output = ProcessedTrack(on_sent=self._frame_sent, on_replaced=self._output_replaced)
-        self._channel: RTCDataChannel | None = None
+        self.channel = ClientChannel(session_id, self)
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_frame_at = time.monotonic()
         self._closed = asyncio.Event()
@@ -143,14 +148,15 @@ class Session:
                 if codecs := negotiated_codecs(transceiver):  # the negotiated codec, first in aiortc's list
                     self.stats.codec = codecs[0].name
 
-        if self.meter is None:
+        if self._metering is None:
             self._runner.add_session(self.id, self._deliver_from_worker, options=self._chain_options())
         else:
+            meter = self._metering.meter
             self._runner.add_session(
                 self.id, self._deliver_from_worker, options=self._chain_options(),
-                priority=self.meter.rules.priority, fps_cap=self.meter.state.fps_cap,
+                priority=meter.priority, fps_cap=meter.fps_cap,
             )
-            self._spawn(self._run_meter(), "meter")
+            self._spawn(self._metering.run(), "meter")
         self._in_runner = True
         self._spawn(self._watch(), "watch")
         self._spawn(self._send_stats(), "stats")
@@ -191,12 +197,12 @@ class Session:
             if self.state == "connecting":
                 self.state = "live"
             self.stats.frame_in(frame.width, frame.height, now)
-            if self.meter is not None and self.meter.state.level is Level.STOPPED:
+            if self.meter is not None and self.meter.stopped:
                 # Out of tokens: the original video, unprocessed and uncharged.
                 self._output.put(FrameResult(self.id, frame, now, processed=False))
             elif self._runner.submit(self.id, frame, now) is not None:
                 self.stats.frames_dropped += 1
-        self._spawn(self.close("the peer stopped sending video", "video_ended"), "close")
+        self._close_soon("the peer stopped sending video", "video_ended")
 
     @staticmethod
     async def _drain(track: MediaStreamTrack) -> None:
@@ -217,94 +223,32 @@ class Session:
             self.stats.frames_failed += 1
             if self.stats.last_error != result.error:
                 self.stats.last_error = result.error
-                self.send_event({"type": "error", "code": "frame_failed", "message": result.error})
+                self.send_event(error_event("frame_failed", result.error))
         elif result.processed:
             self.stats.frames_processed += 1
         self._output.put(result)
 
     def _frame_sent(self, result: FrameResult, now: float) -> None:
-        """The encoder took this frame. Only now is a processed frame charged: one replaced in the
-        output slot before the encoder took it never reached the viewer and costs nothing."""
+        """The encoder took this frame: only now may it be charged (metering.is_charged)."""
         self.stats.frame_out(result.arrived, now)
-        if result.processed and result.error is None:
+        if is_charged(result):
             self.stats.frames_charged += 1
             if self.meter is not None:
-                self.meter.charge_frame(result.frame.width, result.frame.height)
+                self.meter.charge(result.frame.width, result.frame.height)
 
     def _output_replaced(self) -> None:
         self.stats.frames_dropped += 1
 
-    # -- metering ------------------------------------------------------------------------
-    async def _run_meter(self) -> None:
-        assert self.meter is not None
-        try:
-            await self.meter.run()
-        except Exception:
-            # Without its meter a session would never be charged nor stopped: end it.
-            logger.exception("session %s: the meter failed", self.id)
-            self._spawn(self.close("metering failed", "metering_failed"), "close")
-
-    def meter_changed(self, state: MeterState) -> None:
-        """The meter's level changed: the scheduler's cap follows, the client is told."""
+    # -- the meter and the client's commands -----------------------------------------------
+    def _set_fps_cap(self, fps_cap: float | None) -> None:
+        """The meter's level changed: the scheduler's cap follows."""
         if self._in_runner and not self._close_started:
-            self._runner.set_fps_cap(self.id, state.fps_cap)
-        self.send_event(state.as_event())
-        if state.level is Level.STOPPED:
-            self.send_event({"type": "exhausted", "reason": state.reason, "grace_s": state.grace_s})
-
-    def meter_exhausted(self, reason: str) -> None:
-        if reason == "quota_store_unavailable":
-            self._spawn(self.close("quota store unavailable", "quota_store_unavailable"), "close")
-        else:
-            self._spawn(self.close("tokens exhausted", "tokens_exhausted"), "close")
+            self._runner.set_fps_cap(self.id, fps_cap)
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
-        self._channel = channel
-        channel.on("message", self._on_message)
+        self.channel.attach(channel)
         if self.meter is not None:  # the level may have been set before the channel opened
-            self.send_event(self.meter.state.as_event())
-
-    def _on_message(self, message: str | bytes) -> None:
-        """A command from the client; every one is answered with an event (its result, or an error
-        naming the command), and one that fails changes nothing. Nothing raised here may reach
-        aiortc: an exception in its message callback tears the peer connection down."""
-        try:
-            self._answer(message)
-        except Exception:
-            logger.exception("session %s: a command could not be answered", self.id)
-            with contextlib.suppress(Exception):  # the answer itself may be what failed
-                self.send_event({"type": "error", "code": "internal_error", "message": "the command could not be carried out"})
-
-    def _answer(self, message: str | bytes) -> None:
-        if len(message) > MAX_COMMAND_CHARS:
-            self.send_event({"type": "error", "code": "invalid_command", "message": f"commands are at most {MAX_COMMAND_CHARS} characters long"})
-            return
-        try:
-            command = json.loads(message)
-            kind = command["type"]
-        except (ValueError, TypeError, KeyError, RecursionError):  # RecursionError: JSON nested too deep
-            self.send_event({"type": "error", "code": "invalid_command", "message": "expected a JSON object with a 'type'"})
-            return
-        try:
-            answer = self._carry_out(kind, command)
-        except (InvalidCommand, InvalidSwapOptions, FaceNotFound, FaceForbidden) as exc:
-            code = "invalid_command" if isinstance(exc, InvalidSwapOptions) else exc.code
-            self.send_event({"type": "error", "code": code, "message": exc.args[0], "command": kind})
-            return
-        self.send_event(answer)
-
-    def _carry_out(self, kind: object, command: Mapping[str, Any]) -> dict[str, object]:
-        if kind == "set_face":
-            face_id = command.get("face_id", "")
-            if not (face_id is None or (isinstance(face_id, str) and face_id)):
-                raise InvalidCommand("set_face needs 'face_id': a face's id, or null to stop swapping")
-            self.set_face(face_id)
-            return {"type": "face", "face_id": self.face_id}
-        if kind == "set_swap":
-            if "swap" not in command:
-                raise InvalidCommand("set_swap needs 'swap': all, largest or reference")
-            return {"type": "swap", **self.set_swap(command["swap"], command.get("reference_face_id"), command.get("reference_threshold"))}
-        raise InvalidCommand(f"unknown command type {kind!r}", code="unknown_command")
+            self.send_event(self.meter.event())
 
     def set_swap(self, mode: object, reference_face_id: object = None, reference_threshold: object = None) -> dict[str, object]:
         """Changes which faces are swapped mid-stream, by the offer's rules (a reference photo and
@@ -338,35 +282,13 @@ class Session:
         # The first keyframe can come before the client's data channel is open, and closing at once
         # drops a sent event with the connection: wait (a little) for the channel, then for the send.
         deadline = time.monotonic() + REFUSAL_NOTICE_S
-        while not self._channel_open() and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        await self._tell_client({"type": "error", "code": "video_too_large", "message": message}, deadline - time.monotonic())
+        await self.channel.wait_open(REFUSAL_NOTICE_S)
+        await self.channel.tell(error_event("video_too_large", message), deadline - time.monotonic())
         await self.close(f"refused before decoding: {why}", "video_too_large")
-
-    async def _tell_client(self, event: Mapping[str, Any], within_s: float) -> None:
-        """Sends an event that must arrive before the connection closes: waits (a little) for it
-        to leave the send buffer, and for SCTP to put it on the wire."""
-        if not self._channel_open():
-            return
-        self.send_event(event)
-        deadline = time.monotonic() + within_s
-        while self._channel_open() and self._channel.bufferedAmount and time.monotonic() < deadline:  # type: ignore[union-attr]
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.1)  # handed to SCTP is not yet on the wire
-
-    def _channel_open(self) -> bool:
-        return self._channel is not None and self._channel.readyState == "open"
 
     def send_event(self, event: Mapping[str, Any]) -> None:
         """Sends a JSON event to the client if its data channel is open (events are best effort)."""
-        channel = self._channel
-        if channel is not None and channel.readyState == "open":
-            # Bounded: a client that never reads must not grow our send buffer forever.
-            if channel.bufferedAmount < 256 * 1024:
-                try:
-                    channel.send(json.dumps(event))
-                except ValueError as exc:  # over the peer's message size: dropped like a full buffer's
-                    logger.warning("session %s: an event was not sent: %s", self.id, exc)
+        self.channel.send(event)
 
     def snapshot(self) -> dict[str, object]:
         return {
@@ -378,13 +300,13 @@ class Session:
             "created_at": self.created_at,
             "close_reason": self.close_reason,
             **self.stats.as_dict(),
-            "meter": self.meter.state.as_event() if self.meter is not None else None,
+            "meter": self.meter.event() if self.meter is not None else None,
         }
 
     # -- supervision -------------------------------------------------------------------
     def _on_connection_state(self) -> None:
         if self._pc.connectionState in ("failed", "closed"):
-            self._spawn(self.close(f"connection {self._pc.connectionState}", "connection_lost"), "close")
+            self._close_soon(f"connection {self._pc.connectionState}", "connection_lost")
 
     async def _watch(self) -> None:
         """Ends the session when the peer goes quiet: no frame within the idle timeout."""
@@ -400,6 +322,10 @@ class Session:
         while True:
             await asyncio.sleep(self._settings.stats_interval_s)
             self.send_event({"type": "stats", **self.snapshot()})
+
+    def _close_soon(self, reason: str, code: str) -> None:
+        """Closes the session from a callback that cannot wait for it."""
+        self._spawn(self.close(reason, code), "close")
 
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
         if self._close_started and name != "close":
@@ -425,7 +351,7 @@ class Session:
         closing_task = asyncio.current_task()
         steps: tuple[tuple[str, Callable[[], Awaitable[None]], float], ...] = (
             ("stop its work", lambda: self._stop_work(closing_task), STOP_WORK_LIMIT_S),
-            ("tell the client", lambda: self._tell_client({"type": "closed", "code": code, "reason": reason}, CLOSED_NOTICE_S), TELL_CLIENT_LIMIT_S),
+            ("tell the client", lambda: self.channel.tell(closed_event(code, reason), CLOSED_NOTICE_S), TELL_CLIENT_LIMIT_S),
             ("return its lease", self._return_lease, RETURN_LEASE_LIMIT_S),
             ("close its peer connection", self._close_peer_connection, CLOSE_PEER_LIMIT_S),
         )

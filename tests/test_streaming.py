@@ -313,7 +313,7 @@ async def test_a_close_that_fails_part_way_still_ends_the_session():
         async def close_that_raises():
             raise RuntimeError("NOPERM this user has no permissions to run the 'evalsha' command")
 
-        server_session._tell_client = telling_that_raises
+        server_session.channel.tell = telling_that_raises
         server_session.meter.close = close_that_raises
         closed = await asyncio.wait_for(client.request("DELETE", f"/api/sessions/{session.session_id}"), 5)
         assert closed["state"] == "closed" and app[SESSIONS].all() == []

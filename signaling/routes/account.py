@@ -28,7 +28,7 @@ def describe(request: web.Request, account: Account) -> dict[str, Any]:
         "metered": rules.metered,
         "max_sessions": rules.max_sessions,
         "active_sessions": len(sessions),  # on this node
-        "burn_rate": round(sum(s.meter.state.burn_rate for s in sessions if s.meter is not None), 4),
+        "burn_rate": round(sum(s.meter.burn_rate for s in sessions if s.meter is not None), 4),
     }
 
 

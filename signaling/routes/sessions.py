@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from quota.meter import SessionMeter
+from quota.stream_meter import stream_meters
 from signaling.app_keys import ACCOUNTS, FACES, LATE_RETURNS, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
@@ -41,14 +41,7 @@ async def offer(request: web.Request) -> web.Response:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
     options = checked_swap_options(options, request.app[FACES], account.id)  # 400 / 404 / 403 before negotiating
     quota = request.app[SETTINGS].quota
-    rules = quota.tier(account.tier)
-    store, late_returns = request.app[ACCOUNTS].store, request.app[LATE_RETURNS]
-
-    def make_meter(session_id, on_change, on_exhausted) -> SessionMeter:
-        return SessionMeter(
-            store, account.id, rules, session_id, quota, on_change=on_change, on_exhausted=on_exhausted, late_returns=late_returns
-        )
-
+    make_meter = stream_meters(request.app[ACCOUNTS].store, account.id, quota.tier(account.tier), quota, request.app[LATE_RETURNS])
     session, answer = await request.app[SESSIONS].open(
         sdp, face_id=face_id, options=options, account_id=account.id, make_meter=make_meter
     )

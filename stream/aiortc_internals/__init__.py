@@ -13,8 +13,9 @@ The changes, and why each exists:
   stream/receiver_tuning.py). aiortc knows a video frame is complete only when the next frame's
   first packet arrives: one frame interval (33 ms at 30 fps) per receive hop. The RTP marker bit
   already says "last packet": a single hop's median latency is 77 ms stock and 11 ms with the
-  marker-bit release (docs/architecture.md has the figures behind each change). It also drops padding-only frames: Chrome sends them, and an empty
-  packet given to PyAV's decoder means "flush", after which the stream dies silently.
+  marker-bit release (docs/architecture.md has the figures behind each change). It also drops
+  padding-only frames: Chrome sends them, and an empty packet given to PyAV's decoder means
+  "flush", after which the stream dies silently.
 - Receiver decoder queue -> stream.bounded_queues.DecoderInputQueue (receiver.py). aiortc's is
   unbounded: a slow decoder turned into ever-growing latency (7.5 s after 15 s). Ours drops a
   backlog and sets the receiver's decoder-error event, which aiortc turns into a PLI (a fresh

@@ -14,7 +14,13 @@ from aiortc.rtcpeerconnection import find_common_codecs
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 from aiortc.sdp import MediaDescription, SessionDescription
 
-__all__ = ["MediaDescription", "SessionDescription", "digest_algorithm_supported", "parse_sdp", "video_codecs_in_common"]
+__all__ = [
+    "MediaDescription",
+    "SessionDescription",
+    "digest_algorithm_supported",
+    "parse_sdp",
+    "video_codecs_in_common",
+]
 
 
 def parse_sdp(sdp: str) -> SessionDescription:

@@ -44,6 +44,7 @@
     recvResolution: byId("stat-recv-resolution"),
     session: byId("stat-session"),
     apiKey: byId("api-key"),
+    apiKeyField: byId("api-key-field"),
     level: byId("stat-level"),
     balance: byId("stat-balance"),
     burn: byId("stat-burn"),
@@ -67,7 +68,7 @@
   });
 
   function authHeaders(headers = {}) {
-    const key = ui.apiKey.value.trim();
+    const key = ui.apiKeyField.hidden ? "" : ui.apiKey.value.trim();
     return key ? { ...headers, Authorization: `Bearer ${key}` } : headers;
   }
 
@@ -97,8 +98,21 @@
     switchingTo: null, // {faceId, name} of a mid-stream face switch awaiting the server's answer
     sessionFaceId: null, // the face the server last said this session swaps to
     uploadedPhotos: [], // the face and reference photos this page uploaded and has not deleted yet
+    localAccount: null, // whether the server runs the local account (no API key); null until /healthz answered
   };
   window.facefuse = state;
+
+  // A local server (no admin key) runs one account without auth: no key to ask for. /healthz says
+  // so also when it answers 503; if it cannot be asked, the field stays.
+  fetch("/healthz")
+    .then((response) => response.json())
+    .then((health) => {
+      state.localAccount = health.local_account === true;
+      ui.apiKeyField.hidden = state.localAccount;
+    })
+    .catch(() => {
+      state.localAccount = false;
+    });
 
   // ---- messages -------------------------------------------------------------------------
 

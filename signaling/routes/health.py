@@ -48,6 +48,8 @@ async def healthz(request: web.Request) -> web.Response:
             "chain": runner.chain.name,
             "device": request.app[DEVICE],
             "quota_store": "ok" if store_ok else "unavailable",
+            # the camera page asks for an API key only where there are accounts
+            "local_account": request.app[SETTINGS].local_mode,
             "sessions": len(request.app[SESSIONS].all()),
             "scheduler": runner.stats(),
             "chain_stages_ms": timer.means() if timer is not None else None,

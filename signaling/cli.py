@@ -64,7 +64,8 @@ def _add_setting(group: Any, flag: str, section: type, name: str, *, type=str,  
     shown = field.metadata.get("default_text")
     if shown is None and type is _pixels:
         shown = _pixels_text(default)
-    _add(group, flag, type=type, default=default, help=field.metadata["help"], shown=shown, choices=choices, secret=secret)
+    _add(group, flag, type=type, default=default, help=field.metadata["help"], shown=shown, choices=choices,
+         secret=secret)
 
 
 def _port(text: str) -> int:

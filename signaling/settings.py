@@ -53,8 +53,8 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         if self.local_mode and LOCAL_TIER not in self.quota.tiers_by_name:
-            raise ValueError(f"the local account (no admin key) runs on tier {LOCAL_TIER!r}, which --quota-config does not "
-                             f"define (tiers: {', '.join(self.quota.tiers_by_name)})")
+            raise ValueError(f"the local account (no admin key) runs on tier {LOCAL_TIER!r}, which --quota-config "
+                             f"does not define (tiers: {', '.join(self.quota.tiers_by_name)})")
 
     @property
     def local_mode(self) -> bool:

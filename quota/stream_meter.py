@@ -51,7 +51,9 @@ def stream_meters(
 ) -> Callable[[str, Callable[[], None], Callable[[str], None]], StreamMeter]:
     """A factory of one account's session meters, for SessionManager.open's `make_meter`."""
 
-    def make_meter(session_id: str, on_level_change: Callable[[], None], on_exhausted: Callable[[str], None]) -> StreamMeter:
+    def make_meter(
+        session_id: str, on_level_change: Callable[[], None], on_exhausted: Callable[[str], None]
+    ) -> StreamMeter:
         meter = SessionMeter(
             store, account_id, rules, session_id, settings,
             on_change=lambda state: on_level_change(), on_exhausted=on_exhausted, late_returns=late_returns,

@@ -46,7 +46,9 @@ class CommandTarget(Protocol):
 
     def set_face(self, face_id: str | None) -> None: ...
 
-    def set_swap(self, mode: object, reference_face_id: object = None, reference_threshold: object = None) -> dict[str, object]: ...
+    def set_swap(
+        self, mode: object, reference_face_id: object = None, reference_threshold: object = None
+    ) -> dict[str, object]: ...
 
 
 class ClientChannel:
@@ -131,6 +133,7 @@ class ClientChannel:
         if kind == "set_swap":
             if "swap" not in command:
                 raise InvalidCommand("set_swap needs 'swap': all, largest or reference")
-            swap = target.set_swap(command["swap"], command.get("reference_face_id"), command.get("reference_threshold"))
+            reference, threshold = command.get("reference_face_id"), command.get("reference_threshold")
+            swap = target.set_swap(command["swap"], reference, threshold)
             return {"type": "swap", **swap}
         raise InvalidCommand(f"unknown command type {kind!r}", code="unknown_command")

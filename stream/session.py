@@ -73,7 +73,8 @@ class Session:
         # Metered sessions: the manager opens the meter's lease before negotiation.
         self._metering = (
             SessionMetering(
-                session_id, make_meter, send_event=self.send_event, set_fps_cap=self._set_fps_cap, end_session=self._close_soon
+                session_id, make_meter,
+                send_event=self.send_event, set_fps_cap=self._set_fps_cap, end_session=self._close_soon,
             )
             if make_meter is not None else None
         )
@@ -351,7 +352,8 @@ class Session:
         closing_task = asyncio.current_task()
         steps: tuple[tuple[str, Callable[[], Awaitable[None]], float], ...] = (
             ("stop its work", lambda: self._stop_work(closing_task), STOP_WORK_LIMIT_S),
-            ("tell the client", lambda: self.channel.tell(closed_event(code, reason), CLOSED_NOTICE_S), TELL_CLIENT_LIMIT_S),
+            ("tell the client", lambda: self.channel.tell(closed_event(code, reason), CLOSED_NOTICE_S),
+             TELL_CLIENT_LIMIT_S),
             ("return its lease", self._return_lease, RETURN_LEASE_LIMIT_S),
             ("close its peer connection", self._close_peer_connection, CLOSE_PEER_LIMIT_S),
         )

@@ -41,7 +41,9 @@ async def offer(request: web.Request) -> web.Response:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
     options = checked_swap_options(options, request.app[FACES], account.id)  # 400 / 404 / 403 before negotiating
     quota = request.app[SETTINGS].quota
-    make_meter = stream_meters(request.app[ACCOUNTS].store, account.id, quota.tier(account.tier), quota, request.app[LATE_RETURNS])
+    make_meter = stream_meters(
+        request.app[ACCOUNTS].store, account.id, quota.tier(account.tier), quota, request.app[LATE_RETURNS]
+    )
     session, answer = await request.app[SESSIONS].open(
         sdp, face_id=face_id, options=options, account_id=account.id, make_meter=make_meter
     )

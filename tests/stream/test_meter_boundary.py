@@ -20,7 +20,8 @@ def quota_imports(package_dir: Path) -> list[str]:
                 modules = [alias.name for alias in node.names]
             else:
                 continue
-            found += [f"{path.relative_to(package_dir)}: {module}" for module in modules if module.split(".")[0] == "quota"]
+            name = path.relative_to(package_dir)
+            found += [f"{name}: {module}" for module in modules if module.split(".")[0] == "quota"]
     return found
 
 

@@ -22,12 +22,12 @@ import av
 import numpy as np
 import torch
 
+from client.still_picture import top_at_aspect
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.host_memory import keep_freed_memory
 from pipeline.stage_timer import StageTimer
-from stream.still_picture import top_at_aspect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from photos import face_rgb as photo  # noqa: E402 (the photos are found where the tests find them)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import aiohttp
 
-from signaling.client import FacefuseClient, ServerError
+from client.facefuse_client import FacefuseClient, ServerError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -44,10 +44,10 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from signaling.client import ClientSession, FacefuseClient, ReceivedFrame, ServerError
-from stream.frame_stamp import read_stamp, split_value
-from stream.image_track import ImageTrack
-from stream.still_picture import top_at_aspect
+from client.facefuse_client import ClientSession, FacefuseClient, ReceivedFrame, ServerError
+from client.frame_stamp import read_stamp, split_value
+from client.image_track import ImageTrack
+from client.still_picture import top_at_aspect
 
 from server_process import ServerProcess, cpu_seconds, free_port  # bench/, next to this script
 
@@ -345,7 +345,7 @@ def header(settings: BenchSettings, started: datetime.datetime, load_start: str)
         f"Settings: {settings.width}x{settings.height}@{FPS} {CODEC}, N in ({', '.join(map(str, settings.sessions))}), "
         f"warm-up {settings.warmup_s:g} s, window {settings.window_s:g} s, cost {settings.batch_ms:g} ms/batch + "
         f"{settings.frame_ms:g} ms/frame, facefuse --max-batch {settings.max_batch} --max-wait-ms {settings.max_wait_ms:g}, "
-        f"face {settings.face}; all clients in this process (signaling/client.py: the same tuned receive path as the server).",
+        f"face {settings.face}; all clients in this process (client/facefuse_client.py: the same tuned receive path as the server).",
         "",
     ]
 

@@ -23,7 +23,7 @@ import av
 import numpy as np
 from support import face_path, free_port  # noqa: F401  (face_path re-exported for the browser tests)
 
-from stream.still_picture import top_at_aspect
+from client.still_picture import top_at_aspect
 
 CHROMIUM_BINARY = "/usr/bin/chromium"
 CHROMEDRIVER_BINARY = "/usr/bin/chromedriver"
@@ -36,7 +36,7 @@ Y4M_HEADER = f"YUV4MPEG2 W{Y4M_WIDTH} H{Y4M_HEIGHT} F30:1 Ip A1:1 C420jpeg\n".en
 def write_y4m(photo: Path, destination: Path, frames: int = 30) -> Path:
     """Writes a still 640x480 yuv420p y4m clip of `photo`, `frames` identical frames long
     (Chromium's fake camera loops it), framed as a webcam frames a caller: a portrait's top, a
-    landscape's middle, at 4:3 (stream.still_picture.top_at_aspect), scaled to 640x480."""
+    landscape's middle, at 4:3 (client.still_picture.top_at_aspect), scaled to 640x480."""
     with av.open(str(photo)) as container:
         rgb = next(container.decode(video=0)).to_ndarray(format="rgb24")
     framed = top_at_aspect(rgb, Y4M_WIDTH, Y4M_HEIGHT)

@@ -49,7 +49,7 @@ def face_rgb(name: str) -> np.ndarray:
 
 def face_i420(name: str, width: int = 640, height: int = 480) -> np.ndarray:
     """A photo as one yuv420p video frame, as a stand-in camera sends it (aspect kept, black around)."""
-    from stream.still_picture import fitted_i420
+    from client.still_picture import fitted_i420
 
     return fitted_i420(face_rgb(name), width, height)
 

@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from client.facefuse_client import ClientSession, FacefuseClient
+from client.image_track import ImageTrack
 from pipeline.settings import PipelineSettings
 from quota.settings import QuotaSettings
 from signaling.app import create_app
-from signaling.client import ClientSession, FacefuseClient
 from signaling.settings import ServerSettings
 from stream.ice import IceSettings
-from stream.image_track import ImageTrack
 from stream.session import Session
 from stream.settings import StreamSettings
 

@@ -7,9 +7,9 @@ import json
 import aiohttp
 import pytest
 
+from client.facefuse_client import FacefuseClient, ServerError
 from photos import encode_still
 from signaling.app_keys import RUNNER, SESSIONS
-from signaling.client import FacefuseClient, ServerError
 from support import face_path, face_rgb, loopback_settings, running_server
 
 
@@ -189,8 +189,8 @@ async def test_index_page_is_served(api):
 
 async def test_offer_with_only_outside_candidates_is_400():
     """A peer offering only non-loopback candidates to a loopback-only server gets a clear 400."""
+    from client.image_track import ImageTrack
     from stream.ice import IceSettings
-    from stream.image_track import ImageTrack
 
     async with running_server(loopback_settings()) as (url, app):
         async with FacefuseClient(url, ice=IceSettings()) as client:  # aioice's own enumeration: no 127.0.0.1
@@ -218,7 +218,7 @@ async def test_swap_options_are_checked(api):
 async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
     """set_face and set_swap on a live session's data channel: each answered with an event and seen
     in GET /api/sessions/{id}; a bad one is answered with an error event and changes nothing."""
-    from stream.image_track import ImageTrack
+    from client.image_track import ImageTrack
     from support import wait_until
 
     async with running_server(loopback_settings()) as (url, app):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from signaling.client import FacefuseClient, ServerError
-from stream.image_track import ImageTrack
+from client.facefuse_client import FacefuseClient, ServerError
+from client.image_track import ImageTrack
 from support import face_path, face_rgb, loopback_settings, running_server
 
 ADMIN = "admin-secret-for-tests"

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from client.facefuse_client import FacefuseClient
+from client.image_track import ImageTrack
 from pipeline.settings import PipelineSettings
 from quota.settings import QuotaSettings
 from signaling.cli import build_parser, main, settings_from_args
-from signaling.client import FacefuseClient
 from signaling.settings import HttpSettings, ServerSettings
 from stream.settings import StreamSettings
-from stream.image_track import ImageTrack
 from support import face_rgb, free_port
 
 FACEFUSE = str(Path(sys.executable).with_name("facefuse"))

@@ -11,9 +11,9 @@ import asyncio
 import aiohttp
 import pytest
 
+from client.facefuse_client import FacefuseClient
+from client.image_track import ImageTrack
 from signaling.app_keys import SESSIONS
-from signaling.client import FacefuseClient
-from stream.image_track import ImageTrack
 from support import face_rgb, running_server, wait_until
 from test_metering import ADMIN, create_account, metered_settings
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
+from client.facefuse_client import FacefuseClient, ServerError
+from client.image_track import ImageTrack
+from client.still_picture import top_at_aspect
 from phone_photos import sideways_phone_jpeg
 from photos import encode_still
-from signaling.client import FacefuseClient, ServerError
-from stream.image_track import ImageTrack
-from stream.still_picture import top_at_aspect
 from support import face_path, face_rgb, loopback_settings, running_server, wait_until
 
 pytestmark = pytest.mark.slow

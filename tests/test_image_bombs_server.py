@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from client.facefuse_client import FacefuseClient, ServerError
 from image_bombs import bombs
 from photos import encode_still, face_rgb
 from ports import free_port
-from signaling.client import FacefuseClient, ServerError
 
 FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 

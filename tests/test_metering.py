@@ -11,11 +11,11 @@ import av
 import numpy as np
 import pytest
 
+from client.facefuse_client import FacefuseClient, ServerError
+from client.frame_stamp import read_stamp
+from client.image_track import ImageTrack
 from pipeline.runner import FrameResult
 from signaling.app_keys import SESSIONS
-from signaling.client import FacefuseClient, ServerError
-from stream.frame_stamp import read_stamp
-from stream.image_track import ImageTrack
 from support import face_rgb, loopback_settings, running_server, wait_until
 
 ADMIN = "admin-key-for-metering-tests"
@@ -224,8 +224,8 @@ async def test_a_session_closed_while_its_lease_opens_leaves_no_lease_behind():
     """A DELETE that lands during the lease's round trip: the session's close ran before the lease
     existed, so the lease must be returned when it arrives, or it holds tokens and the session
     slot (one on the free tier) until its TTL."""
+    from client.facefuse_client import ServerError
     from signaling.app_keys import ACCOUNTS, SESSIONS
-    from signaling.client import ServerError
 
     async with running_server(metered_settings(None)) as (url, app):
         async with FacefuseClient(url, api_key=ADMIN) as admin:

@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 import redis.asyncio as redis_asyncio
 
+from client.facefuse_client import FacefuseClient, ServerError
+from client.image_track import ImageTrack
 from signaling.app_keys import SESSIONS
-from signaling.client import FacefuseClient, ServerError
-from stream.image_track import ImageTrack
 from browser_support import ServerProcess
 from support import face_rgb, running_server, wait_until
 from test_metering import ADMIN, InvertedLog, create_account, metered_settings, sent_fps

@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from signaling.client import FacefuseClient, ServerError
+from client.facefuse_client import FacefuseClient, ServerError
 from support import face_path, loopback_settings, running_server, wait_until
 
 ADMIN = "admin-secret-for-request-body-tests"

@@ -4,9 +4,9 @@
 import numpy as np
 import pytest
 
-from signaling.client import FacefuseClient
-from stream.frame_stamp import read_stamp, split_value
-from stream.image_track import ImageTrack
+from client.facefuse_client import FacefuseClient
+from client.frame_stamp import read_stamp, split_value
+from client.image_track import ImageTrack
 from support import face_rgb, loopback_settings, running_server, wait_until
 
 

@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from signaling.client import FacefuseClient, ReceivedFrame
-from stream.frame_stamp import read_stamp, split_value
-from stream.image_track import ImageTrack
+from client.facefuse_client import FacefuseClient, ReceivedFrame
+from client.frame_stamp import read_stamp, split_value
+from client.image_track import ImageTrack
 from support import face_rgb, loopback_settings, one_live_session, running_server, wait_until
 
 

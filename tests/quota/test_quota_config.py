@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from client.facefuse_client import FacefuseClient, ServerError
 from quota.quota_config import QuotaConfigError, load_quota_config
 from quota.settings import DEFAULT_PRICES, DEFAULT_TIERS, QuotaSettings, TierRules
-from signaling.client import FacefuseClient, ServerError
 from support import loopback_settings, running_server
 
 OPERATOR_FILE = """

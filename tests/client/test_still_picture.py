@@ -4,8 +4,8 @@ import av
 import numpy as np
 import pytest
 
+from client.still_picture import fitted_i420, top_at_aspect
 from photos import face_rgb
-from stream.still_picture import fitted_i420, top_at_aspect
 
 
 def rgb_of(i420: np.ndarray) -> np.ndarray:

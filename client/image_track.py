@@ -15,8 +15,8 @@ import av
 import numpy as np
 from aiortc import MediaStreamTrack
 
-from stream.frame_stamp import stamp_value, write_stamp
-from stream.still_picture import fitted_i420
+from client.frame_stamp import stamp_value, write_stamp
+from client.still_picture import fitted_i420
 
 VIDEO_CLOCK = 90_000
 

@@ -1,7 +1,7 @@
 """RedisStore: the QuotaStore of several server nodes sharing accounts on one Redis.
 
 Every operation is one Lua script (quota/lua/, one EVALSHA round trip) over the
-keys of one account (quota/keys.py: one hash tag, so one Cluster slot), timed by
+keys of one account (quota/redis_keys.py: one hash tag, so one Cluster slot), timed by
 Redis `TIME`, never by this node's clock. Scripts are registered on this store's
 own client (`register_script` reloads them after `SCRIPT FLUSH`). A Redis that
 cannot be reached raises StoreUnavailable within a few seconds: metering fails
@@ -39,7 +39,7 @@ from quota.errors import (
     StoreUnavailable,
     TooManyLeases,
 )
-from quota.keys import AccountKeys, check_prefix, key_index, node_leases
+from quota.redis_keys import AccountKeys, check_prefix, key_index, node_leases
 from quota.settings import MAX_BALANCE_TOKENS, TierRules, to_micro
 from quota.store import Account, Grant
 

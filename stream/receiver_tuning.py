@@ -55,7 +55,7 @@ def tune_receiver(
     """Tune one video receiver; audio receivers are left untouched.
 
     `admit` ((codec, encoded frame) -> bool), when given, sees each encoded frame before the
-    decoder does; frames it refuses are dropped (declared_size.DecodeSizeLimit).
+    decoder does; frames it refuses are dropped (decode_size_limit.DecodeSizeLimit).
 
     Call right after `await pc.setRemoteDescription(...)`. Calling it again on
     a tuned receiver does nothing. Raises RuntimeError when an untuned receiver

@@ -25,7 +25,7 @@ from pipeline.runner import BatchRunner, FrameResult
 from stream.aiortc_internals import negotiated_codecs
 from stream.bounded_wait import finished_within
 from stream.client_channel import ClientChannel, closed_event, error_event
-from stream.declared_size import DecodeSizeLimit
+from stream.decode_size_limit import DecodeSizeLimit
 from stream.encoder import tune_sender
 from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly
 from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration

@@ -18,7 +18,7 @@ class StreamSettings:
     # estimate allows, which collapsed 720p to 960x540 (streaming.md).
     bitrate_hints_kbps: tuple[int, int, int] = (600, 1500, 3000)  # min, start, max
     # A peer's video that declares frames of more pixels is refused before decoding and the
-    # session closed (declared_size.py: a 242 KB VP8 keyframe of 12000x12000 took the decoder
+    # session closed (decode_size_limit.py: a 242 KB VP8 keyframe of 12000x12000 took the decoder
     # 683 MB). 4096x2304 admits 4K; the chain scales frames down further (pipeline max_frame_pixels).
     max_decoded_pixels: int = field(default=4096 * 2304, metadata={
         "help": "a peer whose video declares larger frames (pixels, or WIDTHxHEIGHT) is refused before decoding"})

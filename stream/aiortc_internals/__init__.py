@@ -20,7 +20,7 @@ The changes, and why each exists:
   unbounded: a slow decoder turned into ever-growing latency (7.5 s after 15 s). Ours drops a
   backlog and sets the receiver's decoder-error event, which aiortc turns into a PLI (a fresh
   keyframe); its `admit` hook refuses a frame whose header declares a size over the decode limit
-  before the decoder allocates for it (stream/declared_size.py).
+  before the decoder allocates for it (stream/decode_size_limit.py).
 - Remote track queue -> stream.bounded_queues.LatestFramesQueue (receiver.py): drop-oldest,
   the latest frame wins, for the same reason.
   Ordering: setRemoteDescription() creates the receiver and its track; receive(), which hands

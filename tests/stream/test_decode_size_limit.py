@@ -13,7 +13,7 @@ from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from stream.bounded_queues import DecoderInputQueue
-from stream.declared_size import MAX_SETS_PER_FRAME, DecodeSizeLimit, UnreadableSize, declared_size
+from stream.decode_size_limit import MAX_SETS_PER_FRAME, DecodeSizeLimit, UnreadableSize, declared_size
 
 VP8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000)
 H264 = RTCRtpCodecParameters(mimeType="video/H264", clockRate=90000)
@@ -241,7 +241,7 @@ class Clock:
 
 def test_a_set_the_stream_repeats_is_read_once(monkeypatch):
     """An encoder sends the same set at every keyframe (with other units after it): read once."""
-    import stream.declared_size as module
+    import stream.decode_size_limit as module
 
     reads = []
     real = module._sps_size

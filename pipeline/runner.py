@@ -48,13 +48,17 @@ Deliver = Callable[[FrameResult], None]
 
 
 @dataclass
-class _Port:
+class _RegisteredSession:
+    """What the runner keeps of a session: where its results go and the options its frames run with."""
+
     deliver: Deliver
     options: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass
-class _Job:
+class _PendingFrame:
+    """A session's newest frame not yet claimed by a batch (its slot holds one at most)."""
+
     session_id: str
     frame: av.VideoFrame
     arrived: float
@@ -64,7 +68,7 @@ class _Job:
 class _StagedWork:
     """A batch the staging thread prepared, and sessions to forget once it has run."""
 
-    jobs: list[_Job]
+    jobs: list[_PendingFrame]
     items: list[ChainItem]
     failures: dict[int, str]  # job index -> why its frame could not be staged
     staged: object  # what chain.stage returned, or the exception it raised
@@ -83,14 +87,14 @@ class BatchRunner:
             max_in_flight=settings.max_in_flight,
         )
         self._cond = threading.Condition()
-        self._ports: dict[str, _Port] = {}
-        self._slots: dict[str, _Job] = {}
+        self._sessions: dict[str, _RegisteredSession] = {}
+        self._slots: dict[str, _PendingFrame] = {}
         self._forget: list[str] = []
         self._handoff: _StagedWork | None = None  # the staged batch waiting for the compute thread
         self._computing_since: float | None = None  # when the batch now computing started
         self._computing: frozenset[str] = frozenset()  # its sessions
-        self._compute_s = _Estimate()  # seconds a batch computes
-        self._stage_s = _Estimate()  # seconds a batch takes to stage
+        self._compute_s = _RunningMean()  # seconds a batch computes
+        self._stage_s = _RunningMean()  # seconds a batch takes to stage
         self._stopping = False
         self._threads: list[threading.Thread] = []
         self._stats = _RunnerStats()
@@ -132,15 +136,15 @@ class BatchRunner:
         options: Mapping[str, object] | None = None,
     ) -> None:
         with self._cond:
-            if session_id in self._ports:
+            if session_id in self._sessions:
                 raise ValueError(f"session {session_id} is already registered")
-            self._ports[session_id] = _Port(deliver, dict(options or {}))
+            self._sessions[session_id] = _RegisteredSession(deliver, dict(options or {}))
             self._policy.add_session(session_id, priority=priority, fps_cap=fps_cap)
 
     def remove_session(self, session_id: str) -> None:
         """Stops scheduling the session; a frame of it in flight is not delivered."""
         with self._cond:
-            if self._ports.pop(session_id, None) is None:
+            if self._sessions.pop(session_id, None) is None:
                 return
             self._slots.pop(session_id, None)
             self._policy.remove_session(session_id)
@@ -159,22 +163,22 @@ class BatchRunner:
 
     def set_options(self, session_id: str, options: Mapping[str, object]) -> None:
         with self._cond:
-            self._ports[session_id].options = dict(options)
+            self._sessions[session_id].options = dict(options)
 
     def submit(self, session_id: str, frame: av.VideoFrame, arrived: float) -> av.VideoFrame | None:
         """Puts a frame in the session's slot; returns the unclaimed frame it replaced, if any."""
         with self._cond:
-            if session_id not in self._ports:
+            if session_id not in self._sessions:
                 raise KeyError(session_id)
             replaced = self._slots.get(session_id)
-            self._slots[session_id] = _Job(session_id, frame, arrived)
+            self._slots[session_id] = _PendingFrame(session_id, frame, arrived)
             self._policy.frame_pending(session_id, self._clock())
             self._cond.notify_all()
         return replaced.frame if replaced is not None else None
 
     def stats(self) -> dict[str, object]:
         with self._cond:
-            return self._stats.snapshot(sessions=len(self._ports))
+            return self._stats.snapshot(sessions=len(self._sessions))
 
     # -- the workers ---------------------------------------------------------------
     def _stage_loop(self) -> None:
@@ -196,7 +200,7 @@ class BatchRunner:
                         break
                     self._cond.wait(decision.wake_in)
                 jobs = [self._slots.pop(session_id) for session_id in decision.batch]
-                options = {job.session_id: self._ports[job.session_id].options for job in jobs}
+                options = {job.session_id: self._sessions[job.session_id].options for job in jobs}
                 # Forgotten after this batch has run: no batch with the session can follow it.
                 forget, self._forget = self._forget, []
             started = self._clock()
@@ -214,7 +218,9 @@ class BatchRunner:
         lead = 2 * (self._stage_s.value or 0.0) + 0.001  # margin: staging times vary
         return self._computing_since + self._compute_s.value - lead - now
 
-    def _stage(self, jobs: list[_Job], options: Mapping[str, Mapping[str, object]], forget: list[str]) -> _StagedWork:
+    def _stage(
+        self, jobs: list[_PendingFrame], options: Mapping[str, Mapping[str, object]], forget: list[str]
+    ) -> _StagedWork:
         items: list[ChainItem] = []
         failures: dict[int, str] = {}
         for index, job in enumerate(jobs):
@@ -264,15 +270,15 @@ class BatchRunner:
             self._computing = frozenset()
             self._compute_s.add(finished - started)
             self._stats.record_batch(work.jobs, work.staged_at, started, finished, results)
-            ports = [self._ports.get(job.session_id) for job in work.jobs]
+            sessions = [self._sessions.get(job.session_id) for job in work.jobs]
             for job in work.jobs:
                 self._policy.frame_done(job.session_id)
             self._cond.notify_all()
-        for port, result in zip(ports, results):
-            if port is None:
+        for session, result in zip(sessions, results):
+            if session is None:
                 continue  # the session ended while its frame was processed
             try:
-                port.deliver(result)
+                session.deliver(result)
             except Exception:
                 logger.exception("delivering a frame to session %s failed", result.session_id)
 
@@ -301,7 +307,7 @@ class BatchRunner:
         return results
 
     @staticmethod
-    def _result(job: _Job, item: ChainItem, output: ChainResult) -> FrameResult:
+    def _result(job: _PendingFrame, item: ChainItem, output: ChainResult) -> FrameResult:
         unchanged = _as_staged(job.frame, item)
         if isinstance(output, BaseException):
             return FrameResult(job.session_id, unchanged, job.arrived, False, str(output) or type(output).__name__)
@@ -325,7 +331,7 @@ def _as_staged(frame: av.VideoFrame, item: ChainItem) -> av.VideoFrame:
     return image_to_frame(item.image, like=frame)
 
 
-class _Estimate:
+class _RunningMean:
     """A running mean that follows recent values (exponentially weighted)."""
 
     def __init__(self, weight: float = 0.2) -> None:
@@ -350,7 +356,7 @@ class _RunnerStats:
         self.chain_ms = RollingWindow(seconds=10)
 
     def record_batch(
-        self, jobs: list[_Job], staged_at: float, started: float, finished: float, results: list[FrameResult]
+        self, jobs: list[_PendingFrame], staged_at: float, started: float, finished: float, results: list[FrameResult]
     ) -> None:
         self.batches += 1
         self.frames += len(jobs)

@@ -68,7 +68,7 @@ def main() -> None:
     chain = create_chain("mesh", device, faces, hands=args.hands == "on")
     chain.warm_up()
     source = photo("biden.jpg")
-    face_id = faces.add(source, owner="bench", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
+    face_id = faces.add(source, owner="bench", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)).id
     sync = torch.cuda.synchronize if device.type == "cuda" else None
 
     print(f"## mesh chain stages, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")

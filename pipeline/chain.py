@@ -61,12 +61,6 @@ class Chain(Protocol):
     def forget_session(self, session_id: str) -> None:
         """Drop any per-session state (tracking, cached faces) when a session ends."""
 
-    def analyse_face(self, image_rgb: np.ndarray) -> object | None:
-        """What the chain needs of an uploaded face photo, computed once; None: no face in it;
-        raises pipeline.faces.FaceTooSmall for a face too small to swap from.
-
-        Chains that use no source face return the image's size (anything not None)."""
-
 
 class UnstagedChain:
     """For chains with nothing to move ahead of time: staging keeps the batch as it is."""

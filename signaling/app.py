@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from pipeline.chains import create_chain
+from pipeline.chains import create_chain, create_photo_analysis
 from pipeline.device import resolve_device, set_cpu_threads
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
@@ -19,7 +19,7 @@ from quota.meter import LateReturns
 from quota.redis_store import RedisStore
 from quota.settings import default_node_id
 from quota.store import QuotaStore
-from signaling.app_keys import ACCOUNTS, DEVICE, FACES, LATE_RETURNS, RUNNER, SESSIONS, SETTINGS
+from signaling.app_keys import ACCOUNTS, DEVICE, FACES, LATE_RETURNS, PHOTO_ANALYSIS, RUNNER, SESSIONS, SETTINGS
 from signaling.bad_request_log import quiet_bad_request_log
 from signaling.cors import cors_for_allowed_origins
 from signaling.errors import json_errors
@@ -87,17 +87,21 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     device = resolve_device(settings.pipeline.device)
     if device.type == "cpu":
         set_cpu_threads(settings.pipeline.cpu_threads)
+    # the uploads' analysis shares the face chains' models (and runs beside their batches)
+    analysis = create_photo_analysis(settings.pipeline.chain, device, models_dir=settings.pipeline.models_dir)
     chain = create_chain(
         settings.pipeline.chain, device, app[FACES], badge=settings.pipeline.badge,
         keep_eyes_mouth=settings.pipeline.keep_eyes_mouth,
         hands=settings.pipeline.hands,
         models_dir=settings.pipeline.models_dir,
+        analysis=analysis,
     )
     runner = BatchRunner(chain, settings.pipeline)
     await asyncio.to_thread(runner.start)  # warm-up may load weights: keep the loop free
     logger.info("chain %s warmed up on %s", chain.name, device)
     app[DEVICE] = str(device)
     app[RUNNER] = runner
+    app[PHOTO_ANALYSIS] = analysis
     app[SESSIONS] = SessionManager(runner, settings.stream, app[FACES])
     try:
         yield

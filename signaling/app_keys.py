@@ -3,6 +3,7 @@
 from aiohttp import web
 
 from pipeline.faces import FaceLibrary
+from pipeline.identity.photo_analysis import PhotoAnalysis
 from pipeline.runner import BatchRunner
 from quota.accounts import Accounts
 from quota.meter import LateReturns
@@ -12,6 +13,7 @@ from stream.manager import SessionManager
 SETTINGS = web.AppKey("settings", ServerSettings)
 FACES = web.AppKey("faces", FaceLibrary)
 RUNNER = web.AppKey("runner", BatchRunner)
+PHOTO_ANALYSIS = web.AppKey("photo_analysis", PhotoAnalysis)  # what POST /api/faces runs on a photo
 SESSIONS = web.AppKey("sessions", SessionManager)
 DEVICE = web.AppKey("device", str)
 ACCOUNTS = web.AppKey("accounts", Accounts)

@@ -3,6 +3,9 @@
 A chain spec is a name, optionally followed by ':'-separated numbers:
 `passthrough`, `invert`, `fixed-cost:BATCH_MS:FRAME_MS` (default 10:1), `mesh` (the face swap),
 `inswapper` (the face swap with the learned models users bring, from `models_dir`).
+
+`create_photo_analysis` builds what analyses the photos uploaded for a chain (for the face chains,
+the face models the chain then shares); the app builds it first and hands it to `create_chain`.
 """
 
 from __future__ import annotations
@@ -16,12 +19,31 @@ from pipeline.faces import FaceLibrary
 from pipeline.chains.fixed_cost import FixedCostChain
 from pipeline.chains.invert import InvertChain
 from pipeline.chains.passthrough import PassthroughChain
+from pipeline.identity.photo_analysis import AnyPhoto, PhotoAnalysis
 
 CHAIN_NAMES = ("passthrough", "invert", "fixed-cost", "mesh", "inswapper")
+FACE_CHAINS = ("mesh", "inswapper")
 
 
 class UnknownChain(ValueError):
     pass
+
+
+def create_photo_analysis(spec: str, device: torch.device, *, models_dir: Path | None = None) -> PhotoAnalysis:
+    """For the face chains, their face models (and the learned swapper's); any photo will do for the others."""
+    name, _, args = spec.partition(":")
+    if name not in FACE_CHAINS or args:
+        return AnyPhoto()
+    # loads the face models: only when asked for
+    from pipeline.identity.face_analysis import FaceAnalysis
+    from pipeline.swap.learned_swapper import LearnedSwapper
+
+    learned = None
+    if name == "inswapper":
+        if models_dir is None:
+            raise UnknownChain("chain 'inswapper' needs a models directory (--models-dir) with your model files")
+        learned = LearnedSwapper(models_dir, device)
+    return FaceAnalysis(device, half=device.type == "cuda", learned=learned)  # fp16 models on a GPU
 
 
 def create_chain(
@@ -33,22 +55,19 @@ def create_chain(
     keep_eyes_mouth: bool = True,
     hands: bool = True,
     models_dir: Path | None = None,
+    analysis: PhotoAnalysis | None = None,
 ) -> Chain:
+    """`analysis`: from create_photo_analysis for the same spec (a face chain shares its models);
+    built here when not given."""
     name, _, args = spec.partition(":")
-    if name in ("mesh", "inswapper") and not args:
-        # loads the face models: only when asked for
+    if name in FACE_CHAINS and not args:
         from pipeline.chains.face_swap import FaceSwapChain
-        from pipeline.swap.learned_swapper import LearnedSwapper
 
-        learned = None
-        if name == "inswapper":
-            if models_dir is None:
-                raise UnknownChain("chain 'inswapper' needs a models directory (--models-dir) with your model files")
-            learned = LearnedSwapper(models_dir, device)
-        half = device.type == "cuda"  # fp16 models on a GPU
+        if analysis is None:
+            analysis = create_photo_analysis(spec, device, models_dir=models_dir)
         return FaceSwapChain(
-            device, faces if faces is not None else FaceLibrary(), badge=badge, keep_eyes_mouth=keep_eyes_mouth, hands=hands,
-            learned=learned, half=half,
+            device, faces if faces is not None else FaceLibrary(), analysis, badge=badge, keep_eyes_mouth=keep_eyes_mouth,
+            hands=hands,
         )
     if name == "passthrough" and not args:
         return PassthroughChain()

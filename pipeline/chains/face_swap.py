@@ -4,19 +4,21 @@
 learned swapper users bring (pipeline/swap/learned_swapper.py) in the same batched path.
 
 Faces are tracked per session (pipeline/tracking): the detector runs only when a face
-is new or lost, or periodically; landmarks are smoothed; a face lost for a few frames is
-held and faded out. Frames arrive as I420 arrays; each group of same-sized frames goes to
+is new or lost, or periodically (at the quarter turns tracking/look_schedule.py picks); landmarks
+are smoothed; a face lost for a few frames is held and faded out. Frames arrive as I420 arrays; each group of same-sized frames goes to
 the device in one copy (`stage`, on the runner's staging thread while the previous batch
 computes: pinned staging buffers reused, on an upload stream, see device_transfer.py), is
 converted to RGB there (on the CPU only where the models read it: rgb_frames.py), and comes back
 as I420 in one copy. Only pixels the swap touched (the dilated face masks and the
-disclosure badge) are written back: everything else stays bit-exact.
+disclosure badge) are written back (compositing.py): everything else stays bit-exact.
+
+The uploaded photos are analysed by pipeline/identity/face_analysis.py, whose models this chain
+shares; this class keeps the per-frame orchestration.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from collections import defaultdict
@@ -27,19 +29,17 @@ import torch
 
 from pipeline.chain import ChainItem, ChainResult
 from pipeline.compositing import bounding_window, even_window, write_badge, write_window
-from pipeline.detect import FaceDetector
 from pipeline.detect.turned import detect_turned, half_turn_checked
 from pipeline.device_transfer import DeviceTransfer, Upload
-from pipeline.faces import MIN_FACE_SIZE, FaceLibrary, FaceNotFound, FaceTooSmall
+from pipeline.faces import FaceLibrary, FaceNotFound
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
 from pipeline.hands.hand_landmarks import Rois
-from pipeline.landmarks import FaceMesher, boxes_from_points, crop_extents, crop_faces, to_frame_coords
+from pipeline.identity.face_analysis import FaceAnalysis
+from pipeline.landmarks import boxes_from_points, crop_extents, crop_faces, to_frame_coords
 from pipeline.model_input import to_uint8_hwc
 from pipeline.rgb_frames import RgbFrames
-from pipeline.identity import IdentityEmbedder
-from pipeline.swap import MeshSwapper, SourceFace, analyse_source
+from pipeline.swap import MeshSwapper, SourceFace
 from pipeline.swap.five_points import five_points
-from pipeline.swap.learned_swapper import LearnedSwapper
 from pipeline.swap.pose_gate import pose_weight
 from pipeline.stage_timer import StageTimer
 from pipeline.tracking import LookSchedule, Observation, Track, Tracker, periodic_look_size, stack_crops
@@ -64,18 +64,19 @@ class _StagedBatch:
 
 class FaceSwapChain:
     def __init__(
-        self, device: torch.device, faces: FaceLibrary, *, badge: bool = True, keep_eyes_mouth: bool = True,
-        learned: LearnedSwapper | None = None, half: bool = False, hands: bool = True,
+        self, device: torch.device, faces: FaceLibrary, analysis: FaceAnalysis, *, badge: bool = True,
+        keep_eyes_mouth: bool = True, hands: bool = True,
     ) -> None:
-        self.name = "inswapper" if learned is not None else "mesh"
-        self.learned = learned
+        """`analysis` analyses the uploaded photos; its models (and the learned swapper, if any) are
+        the chain's too."""
+        self.analysis = analysis
+        self.learned = analysis.learned
+        self.name = "inswapper" if self.learned is not None else "mesh"
         self.device = device
         self.faces = faces
         self.badge = badge
-        # fp16 for the detector and the mesh on a GPU (their own tests check it gives no NaN);
-        # the warp's solve stays in float64 and blending in float32.
-        self.detector = FaceDetector(device, half=half)
-        self.mesher = FaceMesher(device, half=half)
+        self.detector = analysis.detector
+        self.mesher = analysis.mesher
         # The face region's resolution: 192 px on the CPU cuts the swap stage by a third (34 -> 23 ms
         # per face on a 2-core machine); the GPU has room for 256. On the CPU the masks are drawn
         # at half that side (masks.py): 8.0 -> 4.1 ms per face on one thread; the eyes' and mouth's
@@ -98,16 +99,12 @@ class FaceSwapChain:
         self.convert_where_read = device.type == "cpu"
         self.timer = StageTimer()
         self.transfer = DeviceTransfer(device)
-        self._embedder: IdentityEmbedder | None = None  # loaded by warm_up (or the first upload's analysis)
-        # Batches run one at a time (the tracker follows each session frame by frame). An upload's
-        # analysis runs beside them, on the same models (they keep no state between calls), so a
-        # new face never waits for the batch in progress; analyses run one at a time.
+        # Batches run one at a time (the tracker follows each session frame by frame); an upload's
+        # analysis runs beside them, on the same models (identity/face_analysis.py).
         self._batch_lock = threading.Lock()
         # each session's frame size: the tracks and hands hold frame pixels, so a peer that changes
         # its resolution (a browser adapting to the network does) starts afresh (first look)
         self._frame_sizes: dict[str, tuple[int, ...]] = {}
-        self._analysis_lock = threading.Lock()
-        self._embedder_lock = threading.Lock()
         self.looks = LookSchedule()
 
     def warm_up(self, max_batch: int = 1, sizes: Sequence[int] | None = None) -> None:
@@ -127,7 +124,7 @@ class FaceSwapChain:
                 latent = self.learned.source_latent(to_uint8_hwc(blank)[0], five_points(average[None])[0])
             for size in sizes:
                 self._warm_up_batch([grey] * size, source, latent)
-            self._identity(to_uint8_hwc(blank), average[None], torch.zeros(1, dtype=torch.long, device=self.device))
+            self.analysis.identities(to_uint8_hwc(blank), average[None], torch.zeros(1, dtype=torch.long, device=self.device))
         self.timer = StageTimer()  # the warm-up's first-use times are no session's
 
     def _warm_up_batch(self, i420: list[np.ndarray], source: SourceFace, latent: torch.Tensor | None) -> None:
@@ -158,33 +155,6 @@ class FaceSwapChain:
             write_window(merged, swapped, support, changed)
         self.transfer.download(merged)
 
-    def analyse_face(self, image_rgb: np.ndarray) -> SourceFace | None:
-        """The source face (crop and mesh) and its identity, so it can also serve as a reference;
-        None for no face, FaceTooSmall for one under MIN_FACE_SIZE."""
-        with self._analysis_lock, torch.inference_mode():
-            source = analyse_source(image_rgb, self.detector, self.mesher)
-            if source is None:
-                return None
-            if source.face_size is not None and source.face_size < MIN_FACE_SIZE:
-                raise FaceTooSmall(
-                    f"the face in the photo is {math.floor(source.face_size)} px across, too small to swap from: "
-                    f"upload a photo where it is at least {MIN_FACE_SIZE} px"
-                )
-            crop = (source.image * 255).round().to(torch.uint8).permute(1, 2, 0)[None]
-            first = torch.zeros(1, dtype=torch.long, device=self.device)
-            identity = self._identity(crop, source.points[None], first)[0]
-            latent = None
-            if self.learned is not None:
-                latent = self.learned.source_latent(crop[0], five_points(source.points[None])[0])
-            return dataclasses.replace(source, identity=identity, latent=latent)
-
-    def _identity(self, frames_u8: torch.Tensor, points: torch.Tensor, frame_index: torch.Tensor) -> torch.Tensor:
-        """SFace embeddings [N, 128] of faces given by their mesh points (frame pixels)."""
-        with self._embedder_lock:  # loaded once, by whichever thread needs it first
-            if self._embedder is None:
-                self._embedder = IdentityEmbedder(self.device)
-        return self._embedder.embed(frames_u8, five_points(points), frame_index)
-
     def _reference_identity(self, face_id: str) -> torch.Tensor | None:
         """The identity of an uploaded reference face (computed when it was uploaded)."""
         try:
@@ -211,7 +181,7 @@ class FaceSwapChain:
                     frames_rgb.whole([frame])
                     frame_rgb = to_uint8_hwc(frames_rgb.tensor[frame : frame + 1])
                     with self.timer.stage("identity"):
-                        track.held = self._identity(frame_rgb, track.smoothed[None], first)[0]
+                        track.held = self.analysis.identities(frame_rgb, track.smoothed[None], first)[0]
                 if float(track.held @ reference) >= threshold:
                     chosen.append(track)
             return chosen

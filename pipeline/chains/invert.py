@@ -39,6 +39,3 @@ class InvertChain(UnstagedChain):
 
     def forget_session(self, session_id: str) -> None:
         pass
-
-    def analyse_face(self, image_rgb: np.ndarray) -> object | None:
-        return image_rgb.shape  # uses no source face: any image will do

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from pipeline.chain import ChainItem, ChainResult, UnstagedChain
 
 
@@ -20,6 +18,3 @@ class PassthroughChain(UnstagedChain):
 
     def forget_session(self, session_id: str) -> None:
         pass
-
-    def analyse_face(self, image_rgb: np.ndarray) -> object | None:
-        return image_rgb.shape  # uses no source face: any image will do

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from pipeline.images import decode_image
 from pipeline.faces import NoFaceFound
-from signaling.app_keys import FACES, RUNNER, SESSIONS, SETTINGS
+from signaling.app_keys import FACES, PHOTO_ANALYSIS, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
 from signaling.upload_body import read_upload
@@ -21,7 +21,7 @@ async def upload_face(request: web.Request) -> web.Response:
     account = await current_account(request)
     data = await read_upload(request, request.app[SETTINGS].http.max_upload_bytes)
     image, format_name = await asyncio.to_thread(decode_image, data)  # up to ~100 ms: off the loop
-    analysis = await asyncio.to_thread(request.app[RUNNER].chain.analyse_face, image)
+    analysis = await asyncio.to_thread(request.app[PHOTO_ANALYSIS].analyse, image)
     if analysis is None:
         raise NoFaceFound("no face was found in the photo: upload a photo with one clearly visible face")
     face = request.app[FACES].add(image, owner=account.id, format=format_name, size_bytes=len(data), analysis=analysis)

@@ -53,7 +53,7 @@ def swap():
     chain = create_chain("mesh", torch.device("cpu"), faces)
     chain.warm_up()
     source = face_rgb("biden.jpg")
-    face_id = faces.add(source, owner="test", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
+    face_id = faces.add(source, owner="test", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)).id
 
     def measure(i420: np.ndarray):
         """The largest face's box and mesh (frame pixels), or None."""

@@ -112,7 +112,7 @@ def test_the_chain_gives_the_swap_the_depth_it_reads_hidden_points_from():
     faces = FaceLibrary()
     chain = create_chain("mesh", torch.device("cpu"), faces)
     source = face_rgb("biden.jpg")
-    face_id = faces.add(source, owner="test", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
+    face_id = faces.add(source, owner="test", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)).id
     seen = []
     render = chain.swapper.render
 

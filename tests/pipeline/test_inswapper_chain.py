@@ -31,7 +31,7 @@ def chain_and_face(models_dir):
     chain = create_chain("inswapper", torch.device("cpu"), faces, models_dir=models_dir)
     assert chain.name == "inswapper"
     source = face_rgb("biden.jpg")
-    analysis = chain.analyse_face(source)
+    analysis = chain.analysis.analyse(source)
     assert analysis.latent is not None and analysis.latent.shape == (512,)
     assert torch.isclose(analysis.latent.norm(), torch.tensor(1.0), atol=1e-4), "inswapper latents are renormalised"
     face = faces.add(source, owner="t", format="jpeg", size_bytes=0, analysis=analysis)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.landmarks.crops import LEFT_EYE_CORNER, RIGHT_EYE_CORNER
+from pipeline.landmarks.crops import RIGHT_EYE_CORNER
 from pipeline.tracking import LookSchedule, Track, periodic_look_size
 from pipeline.tracking.look_schedule import LOOK_TURNS, PERIODIC_LOOK_TURNS
 
 
 def track_with_eye_line(dx: float, dy: float, misses: int) -> Track:
-    """A track whose smoothed mesh has its outer eye corners (dx, dy) apart (image pixels, y down)."""
+    """A track whose smoothed mesh has its right outer eye corner at (dx, dy) from the left one (at 0;
+    image pixels, y down)."""
     points = torch.zeros(468, 3)
     points[RIGHT_EYE_CORNER, :2] = torch.tensor([dx, dy])
     box = torch.zeros(4)

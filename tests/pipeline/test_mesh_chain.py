@@ -22,14 +22,14 @@ def chain_and_faces():
     chain = create_chain("mesh", torch.device("cpu"), faces)
     chain.warm_up()
     source = face_rgb("biden.jpg")
-    face = faces.add(source, owner="test", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source))
+    face = faces.add(source, owner="test", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source))
     return chain, faces, face.id
 
 
 def test_no_face_in_a_photo_means_no_analysis(chain_and_faces):
     chain, _, _ = chain_and_faces
     flat = np.full((400, 300, 3), 128, np.uint8)
-    assert chain.analyse_face(flat) is None
+    assert chain.analysis.analyse(flat) is None
 
 
 def scaled_photo(name: str, factor: float) -> np.ndarray:
@@ -42,17 +42,17 @@ def test_a_face_too_small_to_swap_from_is_refused_with_its_size(chain_and_faces)
     """The analysis measures the face (its mesh box's larger side, in the photo's pixels); a face
     under MIN_FACE_SIZE is refused, saying how large it is and how large it must be."""
     chain, _, _ = chain_and_faces
-    full = chain.analyse_face(face_rgb("obama.jpg"))
+    full = chain.analysis.analyse(face_rgb("obama.jpg"))
     assert 250 < full.face_size < 350, full.face_size  # obama.jpg: 910x1137, the face about 230 px wide
-    half = chain.analyse_face(scaled_photo("obama.jpg", 0.5))
+    half = chain.analysis.analyse(scaled_photo("obama.jpg", 0.5))
     assert abs(half.face_size / full.face_size - 0.5) < 0.05, "the size scales with the photo"
     with pytest.raises(FaceTooSmall) as refused:
-        chain.analyse_face(scaled_photo("obama.jpg", 30 / full.face_size))
+        chain.analysis.analyse(scaled_photo("obama.jpg", 30 / full.face_size))
     message = str(refused.value)
     assert f"at least {MIN_FACE_SIZE} px" in message and " px across" in message, message
     size = int(message.split(" px across")[0].rsplit(" ", 1)[-1])
     assert 25 <= size < MIN_FACE_SIZE, message
-    assert chain.analyse_face(scaled_photo("obama.jpg", 48 / full.face_size)) is not None, "just above the floor"
+    assert chain.analysis.analyse(scaled_photo("obama.jpg", 48 / full.face_size)) is not None, "just above the floor"
 
 
 def test_swaps_the_face_and_leaves_the_rest_bit_exact(chain_and_faces):
@@ -240,7 +240,7 @@ def test_which_faces_to_swap(chain_and_faces):
     chain, faces, face_id = chain_and_faces
     frame = two_faces("obama.jpg", "biden.jpg")
     obama2 = face_rgb("obama2.jpg")
-    reference = faces.add(obama2, owner="test", format="jpeg", size_bytes=0, analysis=chain.analyse_face(obama2)).id
+    reference = faces.add(obama2, owner="test", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(obama2)).id
     assert changed_halves(chain, frame, {"face_id": face_id}) == (True, True), "all faces"
     assert changed_halves(chain, frame, {"face_id": face_id, "swap": "reference", "reference_face_id": reference}) == (
         True,
@@ -412,7 +412,7 @@ def test_a_hand_over_the_face_keeps_or_fades_the_swap(chain_and_faces):
 def test_an_upload_is_analysed_while_a_batch_runs(chain_and_faces):
     chain, _, _ = chain_and_faces
     with chain._batch_lock, ThreadPoolExecutor(1) as pool:  # as while a batch is in progress
-        analysis = pool.submit(chain.analyse_face, face_rgb("obama.jpg")).result(timeout=60)
+        analysis = pool.submit(chain.analysis.analyse, face_rgb("obama.jpg")).result(timeout=60)
     assert analysis is not None and analysis.identity is not None
 
 

@@ -18,7 +18,7 @@ def chain_with_face(device: str):
     chain = create_chain("mesh", torch.device(device), faces)
     chain.warm_up()
     source = face_rgb("biden.jpg")
-    face_id = faces.add(source, owner="gpu", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
+    face_id = faces.add(source, owner="gpu", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)).id
     return chain, face_id
 
 
@@ -35,14 +35,15 @@ def cuda():
 def test_cuda_output_agrees_with_cpu(cuda):
     """fp32 on both devices; the server's CUDA default (fp16 models) is checked below."""
     from pipeline.chains.face_swap import FaceSwapChain
+    from pipeline.identity.face_analysis import FaceAnalysis
 
     frame = target()
     outputs = []
     for device in ("cpu", "cuda"):
         faces = FaceLibrary()
-        chain = FaceSwapChain(torch.device(device), faces, half=False)
+        chain = FaceSwapChain(torch.device(device), faces, FaceAnalysis(torch.device(device), half=False))
         source = face_rgb("biden.jpg")
-        face_id = faces.add(source, owner="gpu", format="jpeg", size_bytes=0, analysis=chain.analyse_face(source)).id
+        face_id = faces.add(source, owner="gpu", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)).id
         outputs.append(chain.run([ChainItem("s", frame, {"face_id": face_id})])[0].astype(np.int16))
     difference = np.abs(outputs[0] - outputs[1])
     print(f"CPU vs CUDA: mean {difference.mean():.3f}, max {difference.max()} grey levels")

@@ -45,7 +45,7 @@ def results():
     faces = FaceLibrary()
     chain = create_chain("mesh", device, faces)
     embedder = IdentityEmbedder(device)
-    ids = {name: faces.add(face_rgb(name), owner="q", format="x", size_bytes=0, analysis=chain.analyse_face(face_rgb(name))).id for name in PEOPLE}
+    ids = {name: faces.add(face_rgb(name), owner="q", format="x", size_bytes=0, analysis=chain.analysis.analyse(face_rgb(name))).id for name in PEOPLE}
 
     def measure(i420: np.ndarray):
         rgb = rgb_of(i420)

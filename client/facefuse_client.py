@@ -115,7 +115,12 @@ class FacefuseClient:
             answer = await self.request(
                 "POST",
                 "/api/offer",
-                json={"sdp": pc.localDescription.sdp, "type": "offer", "face_id": face_id, "options": dict(options or {})},
+                json={
+                    "sdp": pc.localDescription.sdp,
+                    "type": "offer",
+                    "face_id": face_id,
+                    "options": dict(options or {}),
+                },
             )
             await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
             for negotiated in pc.getTransceivers():  # the same receive/send path as the server's
@@ -137,7 +142,9 @@ class FacefuseClient:
         await pc.setLocalDescription(offer)
 
     @staticmethod
-    async def _read(track: MediaStreamTrack, session: ClientSession, on_frame: Callable[[ReceivedFrame], None] | None) -> None:
+    async def _read(
+        track: MediaStreamTrack, session: ClientSession, on_frame: Callable[[ReceivedFrame], None] | None
+    ) -> None:
         with contextlib.suppress(MediaStreamError):
             while True:
                 frame = await track.recv()

@@ -24,7 +24,9 @@ VIDEO_CLOCK = 90_000
 class ImageTrack(MediaStreamTrack):
     kind = "video"
 
-    def __init__(self, rgb: np.ndarray, *, width: int = 640, height: int = 480, fps: float = 30.0, tag: int | None = None) -> None:
+    def __init__(
+        self, rgb: np.ndarray, *, width: int = 640, height: int = 480, fps: float = 30.0, tag: int | None = None
+    ) -> None:
         super().__init__()
         self.fps = fps
         self.tag = tag

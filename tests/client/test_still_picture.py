@@ -41,7 +41,8 @@ def test_a_photo_keeps_its_content_and_its_shape():
     aspect, photo_aspect = (right - left) / (bottom - top), photo.shape[1] / photo.shape[0]
     assert abs(aspect - photo_aspect) < 0.02, f"aspect {aspect:.3f}, the photo's {photo_aspect:.3f}"
     inside = np.ascontiguousarray(fitted[top:bottom, left:right])
-    back = av.VideoFrame.from_ndarray(inside, format="rgb24").reformat(photo.shape[1], photo.shape[0]).to_ndarray(format="rgb24")
+    inside_frame = av.VideoFrame.from_ndarray(inside, format="rgb24")
+    back = inside_frame.reformat(photo.shape[1], photo.shape[0]).to_ndarray(format="rgb24")
     difference = np.abs(back.astype(int) - photo.astype(int)).mean()
     print(f"mean difference {difference:.1f} grey levels")
     assert difference < 12, "the picture inside is the photo, not cut or squashed"
@@ -60,14 +61,19 @@ def test_an_empty_or_shapeless_picture_is_refused(shape):
             make(np.zeros(shape, np.uint8))
 
 
-@pytest.mark.parametrize("shape, width, height", [((5, 1, 3), 1280, 480), ((1, 5, 3), 480, 1280), ((1, 3, 3), 2, 6), ((1, 5000, 3), 640, 480)])
+@pytest.mark.parametrize(
+    "shape, width, height",
+    [((5, 1, 3), 1280, 480), ((1, 5, 3), 480, 1280), ((1, 3, 3), 2, 6), ((1, 5000, 3), 640, 480)],
+)
 def test_a_sliver_of_a_picture_still_frames_and_fits(shape, width, height):
     framed = top_at_aspect(np.full(shape, 200, np.uint8), width, height)
     assert framed.shape[0] >= 1 and framed.shape[1] >= 1
     assert fitted_i420(framed, width, height).shape == (height * 3 // 2, width)
 
 
-@pytest.mark.parametrize("shape, expected", [((1137, 910), (682, 910)), ((512, 512), (384, 512)), ((480, 1280), (480, 640))])
+@pytest.mark.parametrize(
+    "shape, expected", [((1137, 910), (682, 910)), ((512, 512), (384, 512)), ((480, 1280), (480, 640))]
+)
 def test_a_webcam_framing_keeps_a_portraits_top_or_a_landscapes_middle(shape, expected):
     picture = np.zeros((*shape, 3), np.uint8)  # each pixel tells its row and column
     picture[..., 0] = (np.arange(shape[0]) % 256)[:, None]

@@ -274,7 +274,7 @@ class Session:
 
     def _video_too_large(self, why: str) -> None:
         """The peer's video declared frames over the decode limit (or a size that cannot be read):
-        refused undecoded (declared_size.py); the client is told why, then the session ends."""
+        refused undecoded (decode_size_limit.py); the client is told why, then the session ends."""
         self._spawn(self._refuse_video(why), "refuse")
 
     async def _refuse_video(self, why: str) -> None:

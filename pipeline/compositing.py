@@ -73,7 +73,8 @@ def write_badge(merged: torch.Tensor, frames_rgb: RgbFrames, timer: StageTimer) 
         frames_rgb.window(None, plate_left, plate_top, plate_left + plate_w, plate_top + plate_h)
     with timer.stage("blend"):
         draw_badge(rgb)
-        top, bottom, left, right = even_window(plate_top, plate_top + plate_h, plate_left, plate_left + plate_w, height, width)
+        plate_bottom, plate_right = plate_top + plate_h, plate_left + plate_w
+        top, bottom, left, right = even_window(plate_top, plate_bottom, plate_left, plate_right, height, width)
         badge = rgb[:, :, top:bottom, left:right]
         plate = torch.zeros_like(badge[:, :1], dtype=torch.bool)
         rows, cols = plate_top - top, plate_left - left

@@ -66,8 +66,8 @@ def create_chain(
         if analysis is None:
             analysis = create_photo_analysis(spec, device, models_dir=models_dir)
         return FaceSwapChain(
-            device, faces if faces is not None else FaceLibrary(), analysis, badge=badge, keep_eyes_mouth=keep_eyes_mouth,
-            hands=hands,
+            device, faces if faces is not None else FaceLibrary(), analysis,
+            badge=badge, keep_eyes_mouth=keep_eyes_mouth, hands=hands,
         )
     if name == "passthrough" and not args:
         return PassthroughChain()

@@ -5,12 +5,12 @@ learned swapper users bring (pipeline/swap/learned_swapper.py) in the same batch
 
 Faces are tracked per session (pipeline/tracking): the detector runs only when a face
 is new or lost, or periodically (at the quarter turns tracking/look_schedule.py picks); landmarks
-are smoothed; a face lost for a few frames is held and faded out. Frames arrive as I420 arrays; each group of same-sized frames goes to
-the device in one copy (`stage`, on the runner's staging thread while the previous batch
-computes: pinned staging buffers reused, on an upload stream, see device_transfer.py), is
-converted to RGB there (on the CPU only where the models read it: rgb_frames.py), and comes back
-as I420 in one copy. Only pixels the swap touched (the dilated face masks and the
-disclosure badge) are written back (compositing.py): everything else stays bit-exact.
+are smoothed; a face lost for a few frames is held and faded out. Frames arrive as I420 arrays;
+each group of same-sized frames goes to the device in one copy (`stage`, on the runner's staging
+thread while the previous batch computes: pinned staging buffers reused, on an upload stream, see
+device_transfer.py), is converted to RGB there (on the CPU only where the models read it:
+rgb_frames.py), and comes back as I420 in one copy. Only pixels the swap touched (the dilated face
+masks and the disclosure badge) are written back (compositing.py): everything else stays bit-exact.
 
 The uploaded photos are analysed by pipeline/identity/face_analysis.py, whose models this chain
 shares; this class keeps the per-frame orchestration.

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from photos import face_rgb
+from support.photos import face_rgb
 from timing import median_ms  # bench/, next to this script
 
 from pipeline.detect import FaceDetector

@@ -30,7 +30,7 @@ from pipeline.host_memory import keep_freed_memory
 from pipeline.stage_timer import StageTimer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from photos import face_rgb as photo  # noqa: E402 (the photos are found where the tests find them)
+from support.photos import face_rgb as photo  # noqa: E402 (the photos are found where the tests find them)
 
 STAGES = ("upload", "convert", "detect", "landmarks", "track", "swap", "hands", "blend", "download")
 

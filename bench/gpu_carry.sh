@@ -45,7 +45,7 @@ pack() {
   mkdir -p "$CARRY/photos"
   local photo
   for photo in obama.jpg obama2.jpg obama3.jpg biden.jpg test3.jpg; do
-    cp "$("$venv_python" -c 'import sys; sys.path.insert(0, "tests"); import sdist_photos; print(sdist_photos.photo_path(sys.argv[1]))' "$photo")" "$CARRY/photos/"
+    cp "$("$venv_python" -c 'import sys; sys.path.insert(0, "tests"); from support import sdist_photos; print(sdist_photos.photo_path(sys.argv[1]))' "$photo")" "$CARRY/photos/"
   done
   local tree carried
   tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)

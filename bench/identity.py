@@ -22,7 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from support import face_rgb
+from support.server import face_rgb
 from timing import median_ms  # bench/, next to this script
 
 from pipeline.detect import FaceDetector

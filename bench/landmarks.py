@@ -21,7 +21,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from photos import face_rgb
+from support.photos import face_rgb
 from timing import median_ms  # bench/, next to this script
 
 from pipeline.landmarks import FaceMesher, crop_faces

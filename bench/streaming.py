@@ -53,7 +53,7 @@ from server_process import ServerProcess, cpu_seconds, free_port  # bench/, next
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
-from photos import FACES_DIR, face_path, face_rgb  # noqa: E402 (the photos are found where the tests find them)
+from support.photos import FACES_DIR, face_path, face_rgb  # noqa: E402 (the photos are found where the tests find them)
 
 NAIVE_SERVER = Path(__file__).resolve().with_name("naive_server.py")
 MODE_NAMES = ("passthrough", "fixed-cost", "naive", "mesh")

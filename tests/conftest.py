@@ -1,4 +1,4 @@
-"""Fixtures shared by all tests: a private redis-server."""
+"""Fixtures shared by all tests: a private redis-server, and the quota store to run against."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from redis_server import RedisServer
+from support.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -21,3 +21,11 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop(kill=True)
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """Each test that takes it runs twice: on the in-memory store (None) and on a real redis-server (its URL)."""
+    if request.param == "memory":
+        return None
+    return request.getfixturevalue("redis_server").url

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from client.still_picture import fitted_i420, top_at_aspect
-from photos import face_rgb
+from support.photos import face_rgb
 
 
 def rgb_of(i420: np.ndarray) -> np.ndarray:

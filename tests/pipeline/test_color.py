@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pipeline.color import i420_to_rgb, i420_window_to_rgb, rgb_to_i420
-from photos import face_rgb
+from support.photos import face_rgb
 
 
 def photo_frame(name: str, width: int = 320, height: int = 240) -> av.VideoFrame:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from photos import face_rgb
+from support.photos import face_rgb
 
 from pipeline.swap.color_match import STD_RATIO, masked_stats, match_colour, rgb_to_ycc
 

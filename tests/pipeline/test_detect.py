@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from photos import face_rgb
+from support.photos import face_rgb
 
 from pipeline.detect import Detections, FaceDetector
 from pipeline.detect.anchors import prior_boxes

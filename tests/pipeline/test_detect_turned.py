@@ -6,7 +6,7 @@ import torch
 
 from pipeline.detect import FaceDetector
 from pipeline.detect.turned import detect_turned, turned_back_points, upright_turns
-from photos import face_rgb
+from support.photos import face_rgb
 
 
 @pytest.mark.parametrize("turns", [0, 1, 2, 3])

@@ -5,8 +5,8 @@ import pytest
 
 from pipeline.exif_orientation import MAX_STEPS, jpeg_orientation, upright
 from pipeline.images import decode_image
-from phone_photos import jpeg, with_exif
-from photos import face_rgb
+from support.phone_photos import jpeg, with_exif
+from support.photos import face_rgb
 
 # what was stored, for each orientation, so that turning it as EXIF says gives the upright photo
 STORED = {

@@ -10,8 +10,8 @@ import torch
 from pipeline.detect import FaceDetector
 from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
 from pipeline.hands.hand_landmarks import rois_from_hands
-from photos import face_i420
-from sdist_photos import video_frames
+from support.photos import face_i420
+from support.sdist_photos import video_frames
 
 CPU = torch.device("cpu")
 VIDEO = "WolfgangLanger_Pexels.mp4"

@@ -1,5 +1,5 @@
 """Hands in front of the face (pipeline/hands): MediaPipe's palm detector and hand landmarks, run
-by our own TFLite graph executor in torch, on real photos (facetorch's grid, tests/sdist_photos.py),
+by our own TFLite graph executor in torch, on real photos (facetorch's grid, tests/support/sdist_photos.py),
 and the masks drawn from the landmarks.
 
 No TFLite runtime is installed to compare against: the checks are what the models must do on real
@@ -12,7 +12,7 @@ import torch
 from pipeline.hands import HandLandmarker, Hands, PalmDetector, hand_masks
 from pipeline.hands.palm_detector import anchor_centres
 from pipeline.hands.hand_landmarks import Rois, rois_from_palms
-from sdist_photos import grid_tile
+from support.sdist_photos import grid_tile
 
 CPU = torch.device("cpu")
 WITH_A_HAND = {"hand over the mouth": (3, 3), "hand over the eyes": (0, 3), "chin on a hand": (1, 0)}

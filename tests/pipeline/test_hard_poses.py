@@ -1,5 +1,5 @@
 """The `mesh` swap on real photos of hard poses: a head turned about 45 degrees, mouths wide open,
-and a real video of a face that laughs, turns and is covered by a hand (tests/sdist_photos.py).
+and a real video of a face that laughs, turns and is covered by a hand (tests/support/sdist_photos.py).
 
 What "no tearing, holes or visible seam" is measured as, on each output:
 - the detector still finds the face where it was (box IoU with the target's >= 0.6);
@@ -24,8 +24,8 @@ from pipeline.faces import FaceLibrary
 from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, analyse_source
 from pipeline.swap.source import mesh_points
-from sdist_photos import grid_tile, photo_rgb, video_frames
-from photos import face_rgb
+from support.sdist_photos import grid_tile, photo_rgb, video_frames
+from support.photos import face_rgb
 
 pytestmark = pytest.mark.slow
 

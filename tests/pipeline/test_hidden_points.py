@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from photos import face_rgb
+from support.photos import face_rgb
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.detect import FaceDetector
@@ -15,7 +15,7 @@ from pipeline.swap import MeshSwapper, analyse_source
 from pipeline.swap.detail import area_ratio
 from pipeline.swap.hidden_points import hidden_on_turned_heads, hidden_points
 from pipeline.swap.source import mesh_points
-from sdist_photos import photo_rgb
+from support.sdist_photos import photo_rgb
 from test_hard_poses import to_i420
 
 FAR_SIDE, NEAR_SIDE = 234, 454  # the turned head looks to the image's left: its far side is there

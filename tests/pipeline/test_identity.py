@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from photos import face_rgb
+from support.photos import face_rgb
 
 from pipeline.detect import FaceDetector
 from pipeline.identity import ARCFACE_112, IdentityEmbedder, align_faces

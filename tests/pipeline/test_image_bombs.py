@@ -14,7 +14,7 @@ import av
 import numpy as np
 import pytest
 
-from image_bombs import (
+from support.image_bombs import (
     ANIMATION_FLAG,
     anim,
     anmf,
@@ -30,7 +30,7 @@ from image_bombs import (
     with_chunks_after_ihdr,
     ztxt_chunk,
 )
-from photos import encode_still, face_rgb
+from support.photos import encode_still, face_rgb
 from pipeline.images import ImageTooLarge, UnreadableImage, decode_first_frame, decode_image
 
 

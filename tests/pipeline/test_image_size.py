@@ -7,7 +7,7 @@ import av
 import numpy as np
 import pytest
 
-from photos import encode_still, face_rgb
+from support.photos import encode_still, face_rgb
 from pipeline.image_size import declared_size
 from pipeline.images import ImageTooLarge, decode_image
 

@@ -12,9 +12,9 @@ from pipeline.chain import ChainItem
 from pipeline.chains import UnknownChain, create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.learned import ModelFileInvalid, ModelFileMissing, file_sha256
-from standin_models import make_arcface, make_inswapper
-from face_zone import changed_outside, detected_face_zone
-from photos import face_i420, face_rgb
+from support.standin_models import make_arcface, make_inswapper
+from support.face_zone import changed_outside, detected_face_zone
+from support.photos import face_i420, face_rgb
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
-from photos import face_rgb
+from support.photos import face_rgb
 
 from pipeline.landmarks import FaceMesher, MeshResult, boxes_from_points, crop_faces, to_frame_coords
 from pipeline.landmarks.facemesh import face_landmark_file, load_facemesh

@@ -29,7 +29,7 @@ from pipeline.learned import (
 )
 from pipeline.learned.paste import face_boxes
 
-from standin_models import _save, make_arcface, make_inswapper, node  # noqa: F401
+from support.standin_models import _save, make_arcface, make_inswapper, node  # noqa: F401
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import pipeline.rgb_frames as rgb_frames
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import MIN_FACE_SIZE, FaceLibrary, FaceNotFound, FaceTooSmall
-from face_zone import changed_outside, detected_face_zone
-from photos import face_i420, face_rgb
-from sdist_photos import video_frames
+from support.face_zone import changed_outside, detected_face_zone
+from support.photos import face_i420, face_rgb
+from support.sdist_photos import video_frames
 
 
 @pytest.fixture(scope="module")

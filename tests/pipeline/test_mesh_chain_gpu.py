@@ -8,7 +8,7 @@ import torch
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
-from photos import face_i420, face_rgb
+from support.photos import face_i420, face_rgb
 
 pytestmark = pytest.mark.gpu
 

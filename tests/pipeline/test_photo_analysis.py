@@ -13,7 +13,7 @@ from pipeline.chains import UnknownChain, create_photo_analysis
 from pipeline.faces import FaceTooSmall
 from pipeline.identity.photo_analysis import AnyPhoto
 from signaling.app_keys import PHOTO_ANALYSIS
-from support import face_path, loopback_settings, running_server
+from support.server import face_path, loopback_settings, running_server
 
 
 @pytest.mark.parametrize("spec", ["passthrough", "invert", "fixed-cost:1:1", "mesh:1", "no-such-chain"])

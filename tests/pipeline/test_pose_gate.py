@@ -7,7 +7,7 @@ from pipeline.detect import FaceDetector
 from pipeline.landmarks import FaceMesher
 from pipeline.swap.pose_gate import pose_weight, turn
 from pipeline.swap.source import mesh_points
-from photos import PEOPLE, face_rgb
+from support.photos import PEOPLE, face_rgb
 
 
 def test_every_portrait_is_frontal_enough_for_the_full_swap():

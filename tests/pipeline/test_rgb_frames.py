@@ -14,7 +14,7 @@ from pipeline.color import i420_to_rgb
 from pipeline.hands.hand_landmarks import INPUT_SIZE, Rois, _crop_grid
 from pipeline.landmarks import crop_extents, crop_faces
 from pipeline.rgb_frames import RgbFrames
-from photos import face_rgb
+from support.photos import face_rgb
 
 
 @pytest.fixture

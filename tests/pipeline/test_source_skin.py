@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from photos import face_rgb
+from support.photos import face_rgb
 from pipeline.detect import FaceDetector
 from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
@@ -14,7 +14,7 @@ from pipeline.swap.masks import polygon_masks
 from pipeline.swap.source_skin import colourless_edges
 from pipeline.swap.source import mesh_points
 from pipeline.swap.topology import BROW_IMAGE_LEFT, BROW_IMAGE_RIGHT, FACE_OVAL
-from sdist_photos import photo_rgb
+from support.sdist_photos import photo_rgb
 
 PORTRAITS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg", "astronaut.png", "grace_hopper.jpg")
 FEATURES = {"eye": (159, 386), "lips": (13, 14), "nose tip": (1,), "brow": (105, 334)}

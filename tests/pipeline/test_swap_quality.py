@@ -17,8 +17,8 @@ from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.identity import IdentityEmbedder
 from pipeline.swap.source import mesh_points
-from face_zone import changed_outside, face_zone
-from photos import PEOPLE, face_rgb
+from support.face_zone import changed_outside, face_zone
+from support.photos import PEOPLE, face_rgb
 
 pytestmark = pytest.mark.slow
 SIZE = 480

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from photos import face_rgb
+from support.photos import face_rgb
 
 from pipeline.detect import Detections, FaceDetector
 from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords

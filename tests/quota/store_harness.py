@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis_server import RedisServer
+from support.redis_server import RedisServer
 
 from quota.memory_store import MemoryStore
 from quota.redis_store import RedisStore

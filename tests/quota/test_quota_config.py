@@ -11,7 +11,7 @@ import pytest
 from client.facefuse_client import FacefuseClient, ServerError
 from quota.quota_config import QuotaConfigError, load_quota_config
 from quota.settings import DEFAULT_PRICES, DEFAULT_TIERS, QuotaSettings, TierRules
-from support import loopback_settings, running_server
+from support.server import loopback_settings, running_server
 
 OPERATOR_FILE = """
 [tiers.trial]
@@ -88,10 +88,6 @@ def test_a_missing_file_is_an_error_naming_it(tmp_path):
 
 ADMIN = "admin-key-for-quota-config-tests"
 
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def store_url(request):
-    return None if request.param == "memory" else request.getfixturevalue("redis_server").url
 
 
 async def test_both_stores_meter_by_the_files_tiers(store_url, tmp_path):

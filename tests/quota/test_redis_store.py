@@ -8,7 +8,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
-from redis_server import RedisServer, free_port
+from support.redis_server import RedisServer, free_port
 
 from quota.errors import LeaseNotFound, StoreUnavailable, TooManyLeases
 from quota.redis_store import SCRIPTS, RedisStore

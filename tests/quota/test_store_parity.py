@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 import pytest
-from redis_server import RedisServer
+from support.redis_server import RedisServer
 
 from quota.errors import QuotaError, TooManyLeases
 from quota.memory_store import MemoryStore

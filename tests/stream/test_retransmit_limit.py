@@ -5,7 +5,7 @@ import asyncio
 from aiortc.rtp import RTCP_RTPFB_NACK, RtcpRtpfbPacket
 
 from stream.retransmit_limit import RESEND_GAP_S, RESENDS_PER_S, RetransmitLimit
-from support import one_live_session
+from support.server import one_live_session
 
 
 class Clock:

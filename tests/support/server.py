@@ -20,8 +20,8 @@ from stream.ice import IceSettings
 from stream.session import Session
 from stream.settings import StreamSettings
 
-from photos import FACES_DIR, PACKAGED_FACES, PEOPLE, REPO_ROOT, face_path, face_rgb  # noqa: F401  (re-exported)
-from ports import free_port  # noqa: F401  (re-exported)
+from support.photos import FACES_DIR, PACKAGED_FACES, PEOPLE, REPO_ROOT, face_path, face_rgb  # noqa: F401  (re-exported)
+from support.ports import free_port  # noqa: F401  (re-exported)
 
 
 async def wait_until(predicate, timeout: float, step: float = 0.05) -> None:

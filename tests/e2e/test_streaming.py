@@ -13,7 +13,7 @@ import pytest
 from client.facefuse_client import FacefuseClient, ReceivedFrame
 from client.frame_stamp import read_stamp, split_value
 from client.image_track import ImageTrack
-from support import face_rgb, loopback_settings, one_live_session, running_server, wait_until
+from support.server import face_rgb, loopback_settings, one_live_session, running_server, wait_until
 
 
 

@@ -7,7 +7,7 @@ import pytest
 from client.facefuse_client import FacefuseClient
 from client.frame_stamp import read_stamp, split_value
 from client.image_track import ImageTrack
-from support import face_rgb, loopback_settings, running_server, wait_until
+from support.server import face_rgb, loopback_settings, running_server, wait_until
 
 
 

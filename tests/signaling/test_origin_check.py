@@ -7,7 +7,7 @@ import aiohttp
 import pytest
 
 from signaling.app_keys import FACES, SESSIONS
-from support import face_path, loopback_settings, running_server
+from support.server import face_path, loopback_settings, running_server
 
 ADMIN = "admin-key-for-the-origin-check-tests"
 EVIL = "http://evil.example"

@@ -4,7 +4,7 @@ import struct
 
 import numpy as np
 
-from photos import encode_still
+from support.photos import encode_still
 
 
 def jpeg(rgb: np.ndarray) -> bytes:

@@ -20,7 +20,7 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.select import Select
 
-from browser_support import (
+from support.browser import (
     BREAK_ICE_JS,
     INBOUND_VIDEO_STATS_JS,
     VIDEO_GREY_JS,
@@ -41,7 +41,7 @@ from browser_support import (
     wait_for,
     write_y4m,
 )
-from photos import face_rgb
+from support.photos import face_rgb
 
 pytestmark = pytest.mark.browser
 

@@ -12,9 +12,9 @@ import redis.asyncio as redis_asyncio
 from client.facefuse_client import FacefuseClient, ServerError
 from client.image_track import ImageTrack
 from signaling.app_keys import SESSIONS
-from browser_support import ServerProcess
-from support import face_rgb, running_server, wait_until
-from test_metering import ADMIN, InvertedLog, create_account, metered_settings, sent_fps
+from support.browser import ServerProcess
+from support.server import face_rgb, running_server, wait_until
+from support.metering import ADMIN, InvertedLog, create_account, metered_settings, sent_fps
 
 pytestmark = pytest.mark.redis
 

@@ -14,8 +14,8 @@ import pytest
 from client.facefuse_client import FacefuseClient
 from client.image_track import ImageTrack
 from signaling.app_keys import SESSIONS
-from support import face_rgb, running_server, wait_until
-from test_metering import ADMIN, create_account, metered_settings
+from support.server import face_rgb, running_server, wait_until
+from support.metering import ADMIN, create_account, metered_settings
 
 pytestmark = pytest.mark.slow
 

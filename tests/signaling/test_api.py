@@ -8,9 +8,9 @@ import aiohttp
 import pytest
 
 from client.facefuse_client import FacefuseClient, ServerError
-from photos import encode_still
+from support.photos import encode_still
 from signaling.app_keys import RUNNER, SESSIONS
-from support import face_path, face_rgb, loopback_settings, running_server
+from support.server import face_path, face_rgb, loopback_settings, running_server
 
 
 @pytest.fixture
@@ -219,7 +219,7 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
     """set_face and set_swap on a live session's data channel: each answered with an event and seen
     in GET /api/sessions/{id}; a bad one is answered with an error event and changes nothing."""
     from client.image_track import ImageTrack
-    from support import wait_until
+    from support.server import wait_until
 
     async with running_server(loopback_settings()) as (url, app):
         async with FacefuseClient(url) as client:

@@ -9,7 +9,7 @@ from quota.errors import StoreUnavailable
 from quota.memory_store import MemoryStore
 from quota.meter import SessionMeter
 from quota.settings import MICRO, QuotaSettings, to_micro
-from support import loopback_settings, running_server
+from support.server import loopback_settings, running_server
 
 SETTINGS = QuotaSettings(lease_s=5)
 

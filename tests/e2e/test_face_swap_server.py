@@ -10,9 +10,9 @@ import torch
 from client.facefuse_client import FacefuseClient, ServerError
 from client.image_track import ImageTrack
 from client.still_picture import top_at_aspect
-from phone_photos import sideways_phone_jpeg
-from photos import encode_still
-from support import face_path, face_rgb, loopback_settings, running_server, wait_until
+from support.phone_photos import sideways_phone_jpeg
+from support.photos import encode_still
+from support.server import face_path, face_rgb, loopback_settings, running_server, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import (
+from support.browser import (
     ServerProcess,
     NUMBER,
     alert_text,

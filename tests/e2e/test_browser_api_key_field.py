@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import chromium, chromium_flags, face_path, http_json, served, wait_for, write_y4m
+from support.browser import chromium, chromium_flags, face_path, http_json, served, wait_for, write_y4m
 
 pytestmark = pytest.mark.browser
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from client.facefuse_client import FacefuseClient, ServerError
-from image_bombs import bombs
-from photos import encode_still, face_rgb
-from ports import free_port
+from support.image_bombs import bombs
+from support.photos import encode_still, face_rgb
+from support.ports import free_port
 
 FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 

@@ -9,7 +9,7 @@ import pytest
 
 from client.facefuse_client import FacefuseClient, ServerError
 from client.image_track import ImageTrack
-from support import face_path, face_rgb, loopback_settings, running_server
+from support.server import face_path, face_rgb, loopback_settings, running_server
 
 ADMIN = "admin-secret-for-tests"
 

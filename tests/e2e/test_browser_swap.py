@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from browser_support import (
+from support.browser import (
     VIDEO_GREY_JS,
     ServerProcess,
     alert_text,
@@ -23,7 +23,7 @@ from browser_support import (
     wait_for,
     write_y4m,
 )
-from support import face_rgb
+from support.server import face_rgb
 from test_face_swap_server import identity  # SFace identity of the largest face
 
 pytestmark = pytest.mark.browser

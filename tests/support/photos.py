@@ -1,6 +1,6 @@
 """Real face photographs for tests and benchmarks: the four of face_recognition 1.3.0's sdist
-(MIT; Barack Obama and Joe Biden, public figures), fetched from PyPI by tests/sdist_photos.py
-into tests/.photos/, and sample photos that installed packages ship. Kept apart from support.py
+(MIT; Barack Obama and Joe Biden, public figures), fetched from PyPI by tests/support/sdist_photos.py
+into tests/.photos/, and sample photos that installed packages ship. Kept apart from support.server
 so that tests of the pipeline alone import no server (aiortc, aiohttp)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import av
 import numpy as np
 
-from sdist_photos import CACHE, photo_path
+from support.sdist_photos import CACHE, photo_path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where the fetched photos lie (a photo is there once face_path has asked for it).
 FACES_DIR = CACHE
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from browser_support import (
+from support.browser import (
     FIREFOX_BINARY,
     VIDEO_MEAN_RGB_JS,
     ServerProcess,

@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ports import free_port
+from support.ports import free_port
 
 
 class RedisServer:

@@ -17,7 +17,7 @@ from quota.settings import QuotaSettings
 from signaling.cli import build_parser, main, settings_from_args
 from signaling.settings import HttpSettings, ServerSettings
 from stream.settings import StreamSettings
-from support import face_rgb, free_port
+from support.server import face_rgb, free_port
 
 FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 
@@ -273,7 +273,7 @@ def test_help_says_how_to_give_the_admin_key_and_which_hosts_are_answered(capsys
         assert said in shown, said
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HELP_THEN_LIST_MODULES = """
 import sys
 from signaling.cli import main

@@ -14,7 +14,7 @@ import struct
 import pytest
 
 from client.facefuse_client import FacefuseClient, ServerError
-from support import face_path, loopback_settings, running_server, wait_until
+from support.server import face_path, loopback_settings, running_server, wait_until
 
 ADMIN = "admin-secret-for-request-body-tests"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import av
 import numpy as np
-from support import face_path, free_port  # noqa: F401  (face_path re-exported for the browser tests)
+from support.server import face_path, free_port  # noqa: F401  (face_path re-exported for the browser tests)
 
 from client.still_picture import top_at_aspect
 

@@ -21,12 +21,10 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support.photos import face_rgb
 from timing import median_ms  # bench/, next to this script
 
 from pipeline.detect import FaceDetector
-
-
+from support.photos import face_rgb
 
 
 def main() -> None:
@@ -47,8 +45,10 @@ def main() -> None:
     frame = frame.to(torch.uint8)[0].permute(1, 2, 0).contiguous().to(device)
 
     input_shape = "x".join(str(side) for side in reversed(detector.letterbox(frame[None])[0].shape[2:]))
-    print(f"device {device}, {'fp16' if args.half else 'fp32'}, {args.threads} CPU threads, torch {torch.__version__}, "
-          f"640x480 frames scaled to fit {args.input_size}x{args.input_size} (network input {input_shape})\n")
+    print(
+        f"device {device}, {'fp16' if args.half else 'fp32'}, {args.threads} CPU threads, torch {torch.__version__}, "
+        f"640x480 frames scaled to fit {args.input_size}x{args.input_size} (network input {input_shape})\n"
+    )
     print("| batch | letterbox ms | forward ms | detect ms | detect ms per frame | faces |")
     print("|---:|---:|---:|---:|---:|---|")
     for n in args.batches:

@@ -53,11 +53,15 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--sizes", nargs="+", default=["640x480", "1280x720"])
-    parser.add_argument("--repeats", type=int, default=15, help="batches measured (15: one palm look per session on a still frame)")
+    parser.add_argument(
+        "--repeats", type=int, default=15, help="batches measured (15: one palm look per session on a still frame)"
+    )
     parser.add_argument("--hands", choices=("on", "off"), default="on", help="as the server's --hands")
     parser.add_argument("--inset", action="store_true", help="the face as a small face cam in a corner of the frame")
     parser.add_argument(
-        "--keep-freed-memory", choices=("on", "off"), default="on",
+        "--keep-freed-memory",
+        choices=("on", "off"),
+        default="on",
         help="glibc keeps freed memory for reuse, as the server sets it (pipeline/host_memory.py)",
     )
     args = parser.parse_args()
@@ -71,14 +75,20 @@ def main() -> None:
     face_id = faces.add(source, owner="bench", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)).id
     sync = torch.cuda.synchronize if device.type == "cuda" else None
 
-    print(f"## mesh chain stages, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    print(f"\nDevice {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, nproc {os.cpu_count()}, "
-          f"{platform.processor() or platform.machine()}; freed memory kept: {'yes' if kept else 'no'}; "
-          f"{args.repeats} batches after tracking settled: stage medians, "
-          "hands and total as means (they include the periodic looks); "
-          "every frame is its own session (one face each)"
-          f"{', the face in a small inset (--inset)' if args.inset else ''}.\n")
-    print("| frame | batch | " + " | ".join("hands (mean)" if s == "hands" else s for s in STAGES) + " | total ms | ms per frame |")
+    print(f"## mesh chain stages, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
+    print(
+        f"\nDevice {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, nproc {os.cpu_count()}, "
+        f"{platform.processor() or platform.machine()}; freed memory kept: {'yes' if kept else 'no'}; "
+        f"{args.repeats} batches after tracking settled: stage medians, "
+        "hands and total as means (they include the periodic looks); "
+        "every frame is its own session (one face each)"
+        f"{', the face in a small inset (--inset)' if args.inset else ''}.\n"
+    )
+    print(
+        "| frame | batch | "
+        + " | ".join("hands (mean)" if s == "hands" else s for s in STAGES)
+        + " | total ms | ms per frame |"
+    )
     print("|---|---:|" + "---:|" * (len(STAGES) + 2))
     for size in args.sizes:
         width, height = (int(part) for part in size.split("x"))
@@ -98,7 +108,8 @@ def main() -> None:
                 rows.append(chain.timer.last)
             # medians, except hands: on the CPU they look on some frames only, so the mean says what they cost
             medians = [
-                float((np.mean if stage == "hands" else np.median)([row.get(stage, 0.0) for row in rows])) for stage in STAGES
+                float((np.mean if stage == "hands" else np.median)([row.get(stage, 0.0) for row in rows]))
+                for stage in STAGES
             ]
             total = float(np.mean(totals))  # a mean: what the periodic looks (detector, palms) cost shows
             cells = " | ".join(f"{value:.1f}" for value in medians)

@@ -22,16 +22,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from support.server import face_rgb
-from timing import median_ms  # bench/, next to this script
+from timing import median_ms  # noqa: E402 (bench/, next to this script)
 
-from pipeline.detect import FaceDetector
-from pipeline.identity import IdentityEmbedder, align_faces
+from pipeline.detect import FaceDetector  # noqa: E402 (importable once the path is set)
+from pipeline.identity import IdentityEmbedder, align_faces  # noqa: E402
+from support.server import face_rgb  # noqa: E402
 
 PHOTOS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg")
 SIDE = 600
-
-
 
 
 def face_frames(detector: FaceDetector) -> tuple[np.ndarray, torch.Tensor]:
@@ -61,7 +59,9 @@ def main() -> None:
     frames, keypoints = face_frames(FaceDetector(torch.device("cpu")))
     embedder = IdentityEmbedder(device, half=args.half)
 
-    print(f"device {device}, {'fp16' if args.half else 'fp32'}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(
+        f"device {device}, {'fp16' if args.half else 'fp32'}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+    )
     print(f"| batch | align_faces ms ({SIDE}x{SIDE} frames) | SFace ms | embed ms | embed ms/face |")
     print("|---|---|---|---|---|")
     for batch in args.batches:
@@ -71,9 +71,13 @@ def main() -> None:
         frame_index = torch.arange(batch, device=device)
         crops, _ = align_faces(batch_frames, batch_points, frame_index)
         with torch.inference_mode():
-            align = median_ms(functools.partial(align_faces, batch_frames, batch_points, frame_index), device, args.repeats)
+            align = median_ms(
+                functools.partial(align_faces, batch_frames, batch_points, frame_index), device, args.repeats
+            )
             model = median_ms(functools.partial(embedder.embed_aligned, crops), device, args.repeats)
-        embed = median_ms(functools.partial(embedder.embed, batch_frames, batch_points, frame_index), device, args.repeats)
+        embed = median_ms(
+            functools.partial(embedder.embed, batch_frames, batch_points, frame_index), device, args.repeats
+        )
         print(f"| {batch} | {align:.2f} | {model:.2f} | {embed:.2f} | {embed / batch:.2f} |")
 
 

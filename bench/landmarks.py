@@ -21,10 +21,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from support.photos import face_rgb
-from timing import median_ms  # bench/, next to this script
+from timing import median_ms  # noqa: E402 (bench/, next to this script)
 
-from pipeline.landmarks import FaceMesher, crop_faces
+from pipeline.landmarks import FaceMesher, crop_faces  # noqa: E402 (importable once the path is set)
+from support.photos import face_rgb  # noqa: E402
 
 FACE_BOXES = {  # the same boxes as tests/pipeline/test_landmarks.py
     "obama.jpg": (370, 140, 620, 390),
@@ -32,8 +32,6 @@ FACE_BOXES = {  # the same boxes as tests/pipeline/test_landmarks.py
     "obama3.jpg": (630, 280, 910, 630),
     "biden.jpg": (410, 200, 710, 540),
 }
-
-
 
 
 def main() -> None:
@@ -60,7 +58,9 @@ def main() -> None:
         frames.append(frame)
         boxes.append((x0 - left, y0 - top, x1 - left, y1 - top))
 
-    print(f"device {device}, {'fp16' if args.half else 'fp32'}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(
+        f"device {device}, {'fp16' if args.half else 'fp32'}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+    )
     print("| batch | crop_faces ms (640x480 frames) | landmarks ms | landmarks ms/face |")
     print("|---:|---:|---:|---:|")
     for batch in args.batches:

@@ -159,10 +159,14 @@ def create_app(settings: NaiveSettings) -> web.Application:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Naive aiortc server: a fixed cost inline in recv(), on the event loop.")
+    parser = argparse.ArgumentParser(
+        description="Naive aiortc server: a fixed cost inline in recv(), on the event loop."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8090)
-    parser.add_argument("--ice-host", action="append", help="ICE host candidate address (repeatable; default 127.0.0.1)")
+    parser.add_argument(
+        "--ice-host", action="append", help="ICE host candidate address (repeatable; default 127.0.0.1)"
+    )
     parser.add_argument("--batch-ms", type=float, default=10.0, help="fixed cost per call (a batch of one frame)")
     parser.add_argument("--frame-ms", type=float, default=1.0, help="fixed cost per frame")
     parser.add_argument("--log-level", default="INFO")

@@ -78,9 +78,23 @@ def redis_server(binary: str):  # type: ignore[no-untyped-def]
     with tempfile.TemporaryDirectory(prefix="bench-quota-redis-") as directory:
         port = _free_port()
         process = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-             "--appendfsync", "everysec", "--dir", directory],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--dir",
+                directory,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             deadline = time.monotonic() + 10
@@ -131,8 +145,14 @@ async def throughput(name: str, store: QuotaStore, calls: int, sessions: list[in
     rows = [Row(name, "renew, sequential", calls, await renew_sequential(store, account, calls))]
     for count in sessions:
         each = max(1, calls // count)
-        rows.append(Row(name, f"renew, {count} sessions at once", each * count,
-                        await renew_concurrent(store, account, count, each)))
+        rows.append(
+            Row(
+                name,
+                f"renew, {count} sessions at once",
+                each * count,
+                await renew_concurrent(store, account, count, each),
+            )
+        )
     pairs = max(1, calls // 2)
     rows.append(Row(name, "open + close, sequential", 2 * pairs, await open_close(store, account, pairs)))
     return rows
@@ -224,7 +244,7 @@ async def main() -> None:
     binary = shutil.which("redis-server")
     if binary is None:
         raise SystemExit("redis-server not found (apt-get install redis-server)")
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     with redis_server(binary) as url:
         async with stores(url) as (redis_store, memory_store):
             rows = await throughput("redis", redis_store, calls, args.sessions)
@@ -237,19 +257,25 @@ async def main() -> None:
 
     print(f"## facefuse quota store bench, {started:%Y-%m-%d %H:%M} UTC")
     print()
-    print(f"Machine: {platform.node()}, nproc {len(os.sched_getaffinity(0))}, {_cpu_model()}, "
-          f"Python {platform.python_version()}, redis-server {_redis_version(binary)} (AOF, appendfsync everysec, "
-          f"loopback), redis-py {_version('redis')}, hiredis {_version('hiredis')}; load average "
-          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end.")
+    print(
+        f"Machine: {platform.node()}, nproc {len(os.sched_getaffinity(0))}, {_cpu_model()}, "
+        f"Python {platform.python_version()}, redis-server {_redis_version(binary)} (AOF, appendfsync everysec, "
+        f"loopback), redis-py {_version('redis')}, hiredis {_version('hiredis')}; load average "
+        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end."
+    )
     print()
     print("| store | operation | calls | seconds | ops/s | us/op |")
     print("|---|---|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row.store} | {row.operation} | {row.calls} | {row.seconds:.2f} | {row.per_second:,.0f} | "
-              f"{1e6 / row.per_second:.0f} |")
+        print(
+            f"| {row.store} | {row.operation} | {row.calls} | {row.seconds:.2f} | {row.per_second:,.0f} | "
+            f"{1e6 / row.per_second:.0f} |"
+        )
     print()
-    print(f"Store round trips per session-minute at {SETTINGS.nominal_fps:g} fps, {SETTINGS.lease_s:g} s leases, "
-          f"renew below {SETTINGS.renew_below:.0%} of a lease (target <= 15):")
+    print(
+        f"Store round trips per session-minute at {SETTINGS.nominal_fps:g} fps, {SETTINGS.lease_s:g} s leases, "
+        f"renew below {SETTINGS.renew_below:.0%} of a lease (target <= 15):"
+    )
     print()
     print("| store | output size | price tokens/s | round trips per minute (open + renewals + close) |")
     print("|---|---:|---:|---:|")

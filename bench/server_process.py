@@ -83,7 +83,9 @@ class ServerProcess:
                 await client.request("GET", "/healthz", timeout=aiohttp.ClientTimeout(total=2))
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.mode} server not ready after {SERVER_START_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"{self.mode} server not ready after {SERVER_START_TIMEOUT_S:.0f} s:\n{self.log_tail()}"
+                )
             await asyncio.sleep(0.2)
 
     def cpu_seconds(self) -> float:
@@ -117,6 +119,8 @@ class ServerProcess:
             return []
         problems = []
         for line in text.splitlines():
-            if any(f" {level} " in line for level in ("WARNING", "ERROR", "CRITICAL")) or line.startswith(("Traceback", "Exception", "Task exception")):
+            if any(f" {level} " in line for level in ("WARNING", "ERROR", "CRITICAL")) or line.startswith(
+                ("Traceback", "Exception", "Task exception")
+            ):
                 problems.append(line.split(" ", 2)[-1] if line[:2].isdigit() else line)
         return problems

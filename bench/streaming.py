@@ -43,13 +43,12 @@ from pathlib import Path
 
 import aiohttp
 import numpy as np
+from server_process import ServerProcess, cpu_seconds, free_port  # bench/, next to this script
 
 from client.facefuse_client import ClientSession, FacefuseClient, ReceivedFrame, ServerError
 from client.frame_stamp import read_stamp, split_value
 from client.image_track import ImageTrack
 from client.still_picture import top_at_aspect
-
-from server_process import ServerProcess, cpu_seconds, free_port  # bench/, next to this script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
@@ -90,18 +89,51 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         description="N aiortc clients (640x480@30 VP8 unless --size) against facefuse (passthrough, fixed-cost) and a naive "
         "inline server; prints a markdown table of delivered fps, latency, server CPU and batch size.",
     )
-    parser.add_argument("--sessions", type=int, nargs="+", default=None, metavar="N", help="client peer counts (default: 1 2 4 8; --quick: 1 2)")
-    parser.add_argument("--modes", nargs="+", choices=MODE_NAMES, default=list(DEFAULT_MODES), help="server modes to compare (default: passthrough fixed-cost naive; mesh swaps biden.jpg onto the streamed face)")
-    parser.add_argument("--warmup", type=float, default=3.0, help="seconds streamed before measuring, after every session got its first frame (default 3)")
-    parser.add_argument("--window", type=float, default=None, help="measurement window in seconds (default 8; --quick: 4)")
-    parser.add_argument("--cost", default="10:1", metavar="BATCH_MS:FRAME_MS", help="fixed cost of the fixed-cost chain and the naive server (default 10:1)")
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="client peer counts (default: 1 2 4 8; --quick: 1 2)",
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=MODE_NAMES,
+        default=list(DEFAULT_MODES),
+        help="server modes to compare (default: passthrough fixed-cost naive; mesh swaps biden.jpg onto the streamed face)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=3.0,
+        help="seconds streamed before measuring, after every session got its first frame (default 3)",
+    )
+    parser.add_argument(
+        "--window", type=float, default=None, help="measurement window in seconds (default 8; --quick: 4)"
+    )
+    parser.add_argument(
+        "--cost",
+        default="10:1",
+        metavar="BATCH_MS:FRAME_MS",
+        help="fixed cost of the fixed-cost chain and the naive server (default 10:1)",
+    )
     parser.add_argument("--max-batch", type=int, default=8, help="facefuse --max-batch (default 8)")
     parser.add_argument("--max-wait-ms", type=float, default=4.0, help="facefuse --max-wait-ms (default 4)")
     parser.add_argument("--face", default="obama.jpg", help=f"photo from {FACES_DIR} to stream (default obama.jpg)")
-    parser.add_argument("--log-dir", type=Path, default=None, help="where the servers' logs go (default: a new temporary folder)")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="the server's --device (default cpu)")
-    parser.add_argument("--size", default="640x480", metavar="WxH", help="the clients' video size (default 640x480; even numbers)")
-    parser.add_argument("--quick", action="store_true", help="a short check that everything works: N in 1 2, 4 s window")
+    parser.add_argument(
+        "--log-dir", type=Path, default=None, help="where the servers' logs go (default: a new temporary folder)"
+    )
+    parser.add_argument(
+        "--device", default="cpu", choices=("cpu", "cuda", "auto"), help="the server's --device (default cpu)"
+    )
+    parser.add_argument(
+        "--size", default="640x480", metavar="WxH", help="the clients' video size (default 640x480; even numbers)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a short check that everything works: N in 1 2, 4 s window"
+    )
     args = parser.parse_args(argv)
     try:
         batch_ms, frame_ms = (float(part) for part in args.cost.split(":"))
@@ -194,7 +226,9 @@ class TrialResult:
     bench_cpu: float | None = None
     batch_mean: float | None = None
     drops_per_s: float | None = None  # per session: frames the server replaced unprocessed
-    stages_ms: dict[str, float] = field(default_factory=dict)  # face chains: mean ms per batch of each stage, over the window
+    stages_ms: dict[str, float] = field(
+        default_factory=dict
+    )  # face chains: mean ms per batch of each stage, over the window
     notes: list[str] = field(default_factory=list)
 
 
@@ -230,7 +264,10 @@ def _window_stages(before: dict, after: dict) -> dict[str, float]:
     means0, means1 = before.get("chain_stages_ms") or {}, after.get("chain_stages_ms") or {}
     if batches1 <= batches0:
         return {}
-    return {stage: (mean * batches1 - means0.get(stage, 0.0) * batches0) / (batches1 - batches0) for stage, mean in means1.items()}
+    return {
+        stage: (mean * batches1 - means0.get(stage, 0.0) * batches0) / (batches1 - batches0)
+        for stage, mean in means1.items()
+    }
 
 
 def _batch_mean(before: dict, after: dict) -> float | None:
@@ -239,7 +276,9 @@ def _batch_mean(before: dict, after: dict) -> float | None:
     return sum(size * count for size, count in sizes.items()) / batches if batches else None
 
 
-async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo: np.ndarray, settings: BenchSettings) -> TrialResult:
+async def run_trial(
+    server: ServerProcess, client: FacefuseClient, n: int, photo: np.ndarray, settings: BenchSettings
+) -> TrialResult:
     result = TrialResult(server.mode, n)
     batched = server.mode != "naive"
     leftover = await _wait_drained(server, client)
@@ -247,7 +286,9 @@ async def run_trial(server: ServerProcess, client: FacefuseClient, n: int, photo
         result.notes.append(f"{leftover} session(s) of the previous trial still open on the server")
 
     framed = top_at_aspect(photo, settings.width, settings.height)  # a webcam's head and shoulders
-    sources = [ImageTrack(framed, width=settings.width, height=settings.height, fps=FPS, tag=tag) for tag in range(1, n + 1)]
+    sources = [
+        ImageTrack(framed, width=settings.width, height=settings.height, fps=FPS, tag=tag) for tag in range(1, n + 1)
+    ]
     logs = [LatencyLog(source, tag) for tag, source in zip(range(1, n + 1), sources)]
     sessions: list[ClientSession] = []
     face_id = None
@@ -379,7 +420,11 @@ def stage_table(results: list[TrialResult]) -> list[str]:
     if not timed:
         return []
     stages = list(dict.fromkeys(stage for r in timed for stage in r.stages_ms))
-    rows = ["", "Inside the server, over the window: mean ms per batch of each chain stage (the chain's own timer).", ""]
+    rows = [
+        "",
+        "Inside the server, over the window: mean ms per batch of each chain stage (the chain's own timer).",
+        "",
+    ]
     rows.append("| N | mode | " + " | ".join(stages) + " | sum |")
     rows.append("|---:|---|" + "---:|" * (len(stages) + 1))
     for r in sorted(timed, key=lambda r: (r.sessions, r.mode)):
@@ -406,7 +451,7 @@ LEGEND = [
 
 
 async def bench(settings: BenchSettings) -> None:
-    started, load_start = datetime.datetime.now(datetime.timezone.utc), _load()
+    started, load_start = datetime.datetime.now(datetime.UTC), _load()
     photo = face_rgb(settings.face)
     log_dir = settings.log_dir or Path(tempfile.mkdtemp(prefix="facefuse-bench-"))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -428,7 +473,7 @@ async def bench(settings: BenchSettings) -> None:
                 raise RuntimeError(f"the {mode} server died:\n{servers[mode].log_tail()}")
             try:
                 results.append(await run_trial(servers[mode], clients[mode], n, photo, settings))
-            except (aiohttp.ClientError, ServerError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, ServerError, OSError) as exc:
                 # One failed trial (a refused offer, an HTTP error) should not cost the others.
                 print(f"    failed: {exc!r}", file=sys.stderr, flush=True)
                 results.append(TrialResult(mode, n, notes=[f"trial failed: {exc!r}"]))
@@ -460,7 +505,10 @@ def report(
         problems = server.log_problems()
         if problems:
             distinct = list(dict.fromkeys(problems))
-            notes.append(f"- {mode} server log: {len(problems)} warning/error line(s), e.g. " + "; ".join(f"`{p}`" for p in distinct[:3]))
+            notes.append(
+                f"- {mode} server log: {len(problems)} warning/error line(s), e.g. "
+                + "; ".join(f"`{p}`" for p in distinct[:3])
+            )
     if notes:
         print("\nNotes:\n" + "\n".join(notes))
     print(f"\nServer logs: {log_dir}")

@@ -37,7 +37,7 @@ def read_stamp(frame: av.VideoFrame) -> tuple[int, bool] | None:
     if frame.width < WIDTH_NEEDED or frame.height < BLOCK:
         return None
     luma = frame.to_ndarray(format="gray")
-    inner = luma[4 : BLOCK - 4, : WIDTH_NEEDED].reshape(BLOCK - 8, BITS + 2, BLOCK)[:, :, 4 : BLOCK - 4]
+    inner = luma[4 : BLOCK - 4, :WIDTH_NEEDED].reshape(BLOCK - 8, BITS + 2, BLOCK)[:, :, 4 : BLOCK - 4]
     bright = inner.mean(axis=(0, 2)) > (HIGH + LOW) / 2
     if bright[0] and not bright[1]:
         inverted = False

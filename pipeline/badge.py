@@ -52,7 +52,9 @@ def draw_badge(frames: torch.Tensor) -> torch.Tensor:
         return frames  # a frame too small to carry it at all
     top, left, plate_h, plate_w = geometry
     scale = (plate_h) // 9
-    ink = F.interpolate(_text_mask()[None, None].to(frames.device, frames.dtype), scale_factor=scale, mode="nearest")[0, 0]
+    ink = F.interpolate(_text_mask()[None, None].to(frames.device, frames.dtype), scale_factor=scale, mode="nearest")[
+        0, 0
+    ]
     plate = frames[:, :, top : top + plate_h, left : left + plate_w]
     plate.mul_(0.35)  # darken what is behind: the plate stays see-through but the letters read
     y0, x0 = scale, scale

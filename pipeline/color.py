@@ -57,7 +57,10 @@ def i420_window_to_rgb(i420: torch.Tensor, top: int, bottom: int, left: int, rig
     chroma = planes[:, :, chroma_top:chroma_bottom, chroma_left:chroma_right].float()
     size = (2 * (chroma_bottom - chroma_top), 2 * (chroma_right - chroma_left))
     chroma = F.interpolate(chroma, size=size, mode="bilinear", align_corners=False)
-    rows, cols = slice(top - 2 * chroma_top, bottom - 2 * chroma_top), slice(left - 2 * chroma_left, right - 2 * chroma_left)
+    rows, cols = (
+        slice(top - 2 * chroma_top, bottom - 2 * chroma_top),
+        slice(left - 2 * chroma_left, right - 2 * chroma_left),
+    )
     h, w = bottom - top, right - left
     yuv = torch.cat((i420[:, None, top:bottom, left:right].float(), chroma[:, :, rows, cols]), dim=1).view(n, 3, h * w)
     rgb = _per_pixel(_YUV_TO_RGB, _YUV_TO_RGB_BIAS, yuv)

@@ -141,7 +141,13 @@ def i420_to_rgb(i420: torch.Tensor) -> torch.Tensor:
     height = rows * 2 // 3
     out = torch.empty((n, 3, height, width), dtype=torch.float32, device=i420.device)
     source = i420.contiguous()
-    _launch(to_rgb, width, height, n, (cupy.from_dlpack(source), cupy.from_dlpack(out), cupy.int32(n), cupy.int32(height), cupy.int32(width)))
+    _launch(
+        to_rgb,
+        width,
+        height,
+        n,
+        (cupy.from_dlpack(source), cupy.from_dlpack(out), cupy.int32(n), cupy.int32(height), cupy.int32(width)),
+    )
     return out
 
 
@@ -150,5 +156,11 @@ def rgb_to_i420(rgb: torch.Tensor) -> torch.Tensor:
     n, _, height, width = rgb.shape
     out = torch.empty((n, height * 3 // 2, width), dtype=torch.uint8, device=rgb.device)
     source = rgb.float().contiguous()
-    _launch(to_i420, width // 2, height // 2, n, (cupy.from_dlpack(source), cupy.from_dlpack(out), cupy.int32(n), cupy.int32(height), cupy.int32(width)))
+    _launch(
+        to_i420,
+        width // 2,
+        height // 2,
+        n,
+        (cupy.from_dlpack(source), cupy.from_dlpack(out), cupy.int32(n), cupy.int32(height), cupy.int32(width)),
+    )
     return out

@@ -22,7 +22,10 @@ def frame_to_image(frame: av.VideoFrame, max_pixels: int | None = None) -> np.nd
         scale = math.sqrt(max_pixels / (frame.width * frame.height))
         width, height = _even_at_least_2(frame.width * scale), _even_at_least_2(frame.height * scale)
         # a sliver (16383x3) keeps 2 pixels across: the long side gives up what that adds
-        width, height = min(width, _even_at_least_2(max_pixels / height)), min(height, _even_at_least_2(max_pixels / width))
+        width, height = (
+            min(width, _even_at_least_2(max_pixels / height)),
+            min(height, _even_at_least_2(max_pixels / width)),
+        )
         return frame.reformat(width=width, height=height, format="yuv420p").to_ndarray()
     width, height = frame.width // 2 * 2, frame.height // 2 * 2
     if (width, height) == (frame.width, frame.height):

@@ -11,7 +11,15 @@ from pipeline.image_size import declared_size
 from pipeline.png_chunks import png_for_decoder
 from pipeline.webp_chunks import webp_for_decoder
 
-__all__ = ["ImageError", "ImageTooLarge", "UnreadableImage", "UnsupportedImage", "decode_first_frame", "decode_image", "sniff_format"]
+__all__ = [
+    "ImageError",
+    "ImageTooLarge",
+    "UnreadableImage",
+    "UnsupportedImage",
+    "decode_first_frame",
+    "decode_image",
+    "sniff_format",
+]
 
 # Format by magic bytes (a clear "not an image" before any decoder runs) and FFmpeg's decoder for it.
 _FORMATS = (

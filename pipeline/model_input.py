@@ -28,4 +28,6 @@ def frame_size(frames: torch.Tensor) -> tuple[int, int]:
         return frames.shape[1], frames.shape[2]
     if frames.is_floating_point() and frames.dim() == 4 and frames.shape[1] == 3:
         return frames.shape[2], frames.shape[3]
-    raise ValueError(f"frames must be [B, 3, H, W] float or [B, H, W, 3] uint8 RGB, got {tuple(frames.shape)} {frames.dtype}")
+    raise ValueError(
+        f"frames must be [B, 3, H, W] float or [B, H, W, 3] uint8 RGB, got {tuple(frames.shape)} {frames.dtype}"
+    )

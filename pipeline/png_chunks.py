@@ -74,9 +74,13 @@ def _pixel_data_size(header: memoryview) -> int:
     if not (0 < width < 1 << 31 and 0 < height < 1 << 31):
         raise UnreadableImage(f"the png image's header says {width}x{height}")
     if depth not in _DEPTHS.get(colour, ()):
-        raise UnreadableImage(f"the png image's header has colour type {colour} with bit depth {depth}: not a valid pair")
+        raise UnreadableImage(
+            f"the png image's header has colour type {colour} with bit depth {depth}: not a valid pair"
+        )
     if compression != 0 or filtering != 0 or interlace not in (0, 1):
-        raise UnreadableImage("the png image's header names a compression, filter or interlace method PNG does not have")
+        raise UnreadableImage(
+            "the png image's header names a compression, filter or interlace method PNG does not have"
+        )
     bits_per_pixel = depth * _SAMPLES[colour]
     size = 0
     for first_column, first_row, column_step, row_step in _ADAM7 if interlace else ((0, 0, 1, 1),):
@@ -96,7 +100,9 @@ def _refuse_pixel_data_past(size: int, idat_bodies: list[memoryview]) -> None:
             while pending and not inflater.eof:
                 inflated += len(inflater.decompress(pending, _INFLATE_STEP))
                 if inflated > size:
-                    raise UnreadableImage(f"the png image's pixel data inflates past the {size:,} bytes its header declares")
+                    raise UnreadableImage(
+                        f"the png image's pixel data inflates past the {size:,} bytes its header declares"
+                    )
                 pending = inflater.unconsumed_tail
     except zlib.error as exc:
         raise UnreadableImage(f"the png image's pixel data is damaged ({exc})") from None

@@ -225,7 +225,14 @@ class BatchRunner:
         failures: dict[int, str] = {}
         for index, job in enumerate(jobs):
             try:
-                items.append(ChainItem(job.session_id, frame_to_image(job.frame, self.settings.max_frame_pixels), options[job.session_id], job.frame.time))
+                items.append(
+                    ChainItem(
+                        job.session_id,
+                        frame_to_image(job.frame, self.settings.max_frame_pixels),
+                        options[job.session_id],
+                        job.frame.time,
+                    )
+                )
             except Exception as exc:
                 failures[index] = f"decode to I420 failed: {exc}"
         staged: object = None

@@ -66,7 +66,9 @@ def _check_frame(payload: memoryview, number: int, canvas: tuple[int, int], max_
     if not bitstreams:
         raise UnreadableImage(f"the webp image's animation frame {number} has no image data")
     for kind, body in bitstreams:
-        _refuse_mismatch(_bitstream_size(kind, body, max_pixels), size, f"the {_name(kind)} bitstream of its {where}", "the frame")
+        _refuse_mismatch(
+            _bitstream_size(kind, body, max_pixels), size, f"the {_name(kind)} bitstream of its {where}", "the frame"
+        )
 
 
 def _bitstream_size(kind: bytes, payload: memoryview, max_pixels: int) -> tuple[int, int]:
@@ -79,7 +81,9 @@ def _bitstream_size(kind: bytes, payload: memoryview, max_pixels: int) -> tuple[
 
 def _refuse_mismatch(size: tuple[int, int], expected: tuple[int, int], what: str, of: str) -> None:
     if size != expected:
-        raise UnreadableImage(f"the webp image is malformed: {what} is {size[0]}x{size[1]} but {of} {expected[0]}x{expected[1]}")
+        raise UnreadableImage(
+            f"the webp image is malformed: {what} is {size[0]}x{size[1]} but {of} {expected[0]}x{expected[1]}"
+        )
 
 
 def _chunks(view: memoryview, at: int) -> Iterator[tuple[bytes, memoryview]]:
@@ -94,7 +98,9 @@ def _chunks(view: memoryview, at: int) -> Iterator[tuple[bytes, memoryview]]:
         kind, size = bytes(view[at : at + 4]), struct.unpack("<I", view[at + 4 : at + 8])[0]
         end = at + 8 + size
         if end > len(view):
-            raise UnreadableImage(f"the webp image is cut off: its {_name(kind)} chunk says {size:,} bytes, {len(view) - at - 8:,} follow")
+            raise UnreadableImage(
+                f"the webp image is cut off: its {_name(kind)} chunk says {size:,} bytes, {len(view) - at - 8:,} follow"
+            )
         yield kind, view[at + 8 : end]
         at = end + (size & 1)  # chunks are padded to an even length
 

@@ -226,8 +226,16 @@ class MemoryStore:
 
     # -- leases --------------------------------------------------------------------------------
     async def open_lease(
-        self, account_id: str, lease_id: str, session_id: str, want: int, rules: TierRules, *, hour_s: float,
-        refill_period_s: float, lease_ttl_s: float,
+        self,
+        account_id: str,
+        lease_id: str,
+        session_id: str,
+        want: int,
+        rules: TierRules,
+        *,
+        hour_s: float,
+        refill_period_s: float,
+        lease_ttl_s: float,
     ) -> Grant:
         if want < 0:
             raise ValueError("want must be >= 0")
@@ -248,15 +256,25 @@ class MemoryStore:
         if rules.metered:
             account.balance -= granted
             account.hour_used += granted
-        lease = _Lease(lease_id, session_id, granted, rules.metered, now, _us(lease_ttl_s), self._node_id, last_seen=now)
+        lease = _Lease(
+            lease_id, session_id, granted, rules.metered, now, _us(lease_ttl_s), self._node_id, last_seen=now
+        )
         account.leases[lease_id] = account.open[lease_id] = lease
         account.add_history(("session", lease_id), self._history_limit)
         lease.first = lease.last = account.grant(lease_id, granted, granted, cap)
         return lease.first
 
     async def renew_lease(
-        self, account_id: str, lease_id: str, seq: int, spent_total: int, want: int, rules: TierRules, *,
-        hour_s: float, refill_period_s: float,
+        self,
+        account_id: str,
+        lease_id: str,
+        seq: int,
+        spent_total: int,
+        want: int,
+        rules: TierRules,
+        *,
+        hour_s: float,
+        refill_period_s: float,
     ) -> Grant:
         if want < 0 or spent_total < 0:
             raise ValueError("want and spent_total must be >= 0")
@@ -271,7 +289,9 @@ class MemoryStore:
                 assert lease.last is not None
                 return lease.last
             held = max(0, lease.granted_total - lease.spent_total)
-            return Grant(lease_id, 0, held, account.balance, account.hour_left_now(now, hour_us, cap), len(account.open))
+            return Grant(
+                lease_id, 0, held, account.balance, account.hour_left_now(now, hour_us, cap), len(account.open)
+            )
         account.roll_window(now, hour_us)
         account.refill(now, to_micro(rules.refill_tokens), to_micro(rules.refill_max), _us(refill_period_s))
         account.settle_expired(now)
@@ -346,10 +366,16 @@ class MemoryStore:
                 entries.append(dict(value))
             else:
                 lease = account.leases[value]
-                entries.append({
-                    "kind": "session", "lease_id": lease.lease_id, "session_id": lease.session_id,
-                    "spent": lease.spent_total, "open": lease.open, "at": lease.opened_at / 1_000_000,
-                })
+                entries.append(
+                    {
+                        "kind": "session",
+                        "lease_id": lease.lease_id,
+                        "session_id": lease.session_id,
+                        "spent": lease.spent_total,
+                        "open": lease.open,
+                        "at": lease.opened_at / 1_000_000,
+                    }
+                )
         return entries
 
     async def ping(self) -> None:

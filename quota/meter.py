@@ -38,6 +38,7 @@ LATE_CLOSE_RETRY_S = 2.0  # a lease that could not be returned at once is tried 
 # takes connections but never answers held every close (a DELETE, a shutdown) for about 13 s.
 CLOSE_WAIT_S = 2.0
 
+
 class LateReturns:
     """Lease returns still being retried after their sessions ended. The app owns one and drains it
     at shutdown, before its store closes; apps in one process (the tests run many) keep theirs apart."""
@@ -135,7 +136,9 @@ class SessionMeter:
         self._retry_at = 0.0  # after a store failure, no new attempt before this (clock) time
         self._renewed_at = 0.0  # (clock) time of the last lease operation the store confirmed
         self._short = False  # the last grant was less than asked: the account has no more to give now
-        self._unanswered: tuple[int, int, int, float] | None = None  # (seq, reported, want, first sent) of a lost answer
+        self._unanswered: tuple[int, int, int, float] | None = (
+            None  # (seq, reported, want, first sent) of a lost answer
+        )
         self._reported = 0  # the spending the store last confirmed
         self._lease_gone = False  # the store no longer knows the lease: nothing more to ask
         self._renew_wanted = asyncio.Event()
@@ -163,8 +166,13 @@ class SessionMeter:
         """Opens the lease; raises NothingToSpend, TooManyLeases or StoreUnavailable."""
         self._size = (width, height)
         grant = await self._store.open_lease(
-            self.account_id, self.lease_id, self.session_id, self._lease_want(), self.rules,
-            hour_s=self._settings.hour_s, refill_period_s=self._settings.refill_period_s,
+            self.account_id,
+            self.lease_id,
+            self.session_id,
+            self._lease_want(),
+            self.rules,
+            hour_s=self._settings.hour_s,
+            refill_period_s=self._settings.refill_period_s,
             lease_ttl_s=self._settings.lease_ttl_s,
         )
         self._apply(grant, reported_spent=0)
@@ -235,8 +243,14 @@ class SessionMeter:
         self._sent_seq = max(self._sent_seq, seq)
         try:
             grant = await self._store.renew_lease(
-                self.account_id, self.lease_id, seq, reported, want, self.rules,
-                hour_s=self._settings.hour_s, refill_period_s=self._settings.refill_period_s,
+                self.account_id,
+                self.lease_id,
+                seq,
+                reported,
+                want,
+                self.rules,
+                hour_s=self._settings.hour_s,
+                refill_period_s=self._settings.refill_period_s,
             )
         except StoreUnavailable as exc:
             self._retry_at = self._clock() + STORE_RETRY_S  # every frame asks; a dead store is asked once a second
@@ -281,9 +295,18 @@ class SessionMeter:
         # The store settles a lease it stops hearing from as spent up to the last renewal, so what
         # was spent since would go unpaid: keep trying in the background for a TTL, if anything was.
         if self._spent_total == self._reported:
-            logger.warning("session %s: could not return lease %s; the store settles it after its TTL", self.session_id, self.lease_id)
+            logger.warning(
+                "session %s: could not return lease %s; the store settles it after its TTL",
+                self.session_id,
+                self.lease_id,
+            )
             return
-        logger.warning("session %s: could not return lease %s yet; retrying for %g s", self.session_id, self.lease_id, self._settings.lease_ttl_s)
+        logger.warning(
+            "session %s: could not return lease %s yet; retrying for %g s",
+            self.session_id,
+            self.lease_id,
+            self._settings.lease_ttl_s,
+        )
         self._late_returns.retry(self, seq)
 
     async def _try_close(self, seq: int) -> bool:
@@ -305,7 +328,9 @@ class SessionMeter:
             if await self._try_close(seq):
                 logger.info("session %s: lease %s returned late", self.session_id, self.lease_id)
                 return
-        logger.warning("session %s: could not return lease %s; the store settles it after its TTL", self.session_id, self.lease_id)
+        logger.warning(
+            "session %s: could not return lease %s; the store settles it after its TTL", self.session_id, self.lease_id
+        )
 
     # -- the level ---------------------------------------------------------------------------
     def _burn_rate(self) -> float:
@@ -353,7 +378,16 @@ class SessionMeter:
         if self._stopped_since is not None:
             grace = round(max(0.0, settings.grace_s - (self._clock() - self._stopped_since)), 1)
         state = MeterState(
-            level, cap, reason, self.rules.name, balance, to_tokens(self._spent_total), self._burn_rate(), price, left, grace
+            level,
+            cap,
+            reason,
+            self.rules.name,
+            balance,
+            to_tokens(self._spent_total),
+            self._burn_rate(),
+            price,
+            left,
+            grace,
         )
         previous = self._state
         self._state = state

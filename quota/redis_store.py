@@ -24,8 +24,7 @@ from redis.asyncio.connection import BlockingConnectionPool, parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quota.errors import (
@@ -51,7 +50,14 @@ CREDIT_KEY_TTL_S = 30 * 24 * 3600  # how long a credit's idempotency key is reme
 _UNAVAILABLE_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "MISCONF", "OOM", "CLUSTERDOWN", "TRYAGAIN", "BUSY")
 
 _SCRIPT_NAMES = (
-    "create_account", "read_account", "get_account", "credit", "open_lease", "renew_lease", "close_lease", "history",
+    "create_account",
+    "read_account",
+    "get_account",
+    "credit",
+    "open_lease",
+    "renew_lease",
+    "close_lease",
+    "history",
     "settle_lease",
 )
 
@@ -199,9 +205,7 @@ class RedisStore:
         with self._errors("create_account"):
             await self._client.set(key_index(self._prefix, key_hash), account_id)
         keys = self._keys(account_id)
-        reply = await self._run(
-            "create_account", [keys.account], [tier, balance, key_hash, self._hour_us], account_id
-        )
+        reply = await self._run("create_account", [keys.account], [tier, balance, key_hash, self._hour_us], account_id)
         return self._account(account_id, reply)
 
     async def get_account(self, account_id: str, rules: TierRules) -> Account:
@@ -209,8 +213,13 @@ class RedisStore:
         reply = await self._run(
             "get_account",
             [keys.account, keys.open],
-            [keys.lease_prefix, self._hour_us, to_micro(rules.refill_tokens), to_micro(rules.refill_max),
-             self._refill_period_us],
+            [
+                keys.lease_prefix,
+                self._hour_us,
+                to_micro(rules.refill_tokens),
+                to_micro(rules.refill_max),
+                self._refill_period_us,
+            ],
             account_id,
         )
         return self._account(account_id, reply)
@@ -240,8 +249,15 @@ class RedisStore:
             try:
                 reply = await self._scripts["credit"](
                     keys=[keys.account, keys.history, keys.credit(idempotency_key)],
-                    args=[amount, idempotency_key, CREDIT_KEY_TTL_S, self._history_limit, keys.lease_prefix,
-                          self._hour_us, to_micro(MAX_BALANCE_TOKENS)],
+                    args=[
+                        amount,
+                        idempotency_key,
+                        CREDIT_KEY_TTL_S,
+                        self._history_limit,
+                        keys.lease_prefix,
+                        self._hour_us,
+                        to_micro(MAX_BALANCE_TOKENS),
+                    ],
                 )
             except ResponseError as exc:
                 code, _, original = str(exc).partition(" ")
@@ -252,8 +268,16 @@ class RedisStore:
 
     # -- leases --------------------------------------------------------------------------------
     async def open_lease(
-        self, account_id: str, lease_id: str, session_id: str, want: int, rules: TierRules, *, hour_s: float,
-        refill_period_s: float, lease_ttl_s: float,
+        self,
+        account_id: str,
+        lease_id: str,
+        session_id: str,
+        want: int,
+        rules: TierRules,
+        *,
+        hour_s: float,
+        refill_period_s: float,
+        lease_ttl_s: float,
     ) -> Grant:
         if want < 0:
             raise ValueError("want must be >= 0")
@@ -267,9 +291,22 @@ class RedisStore:
             reply = await self._run(
                 "open_lease",
                 [keys.account, keys.open, keys.history, keys.lease(lease_id)],
-                [lease_id, session_id, want, int(rules.metered), rules.max_sessions, _cap(rules),
-                 to_micro(rules.refill_tokens), to_micro(rules.refill_max), _us(refill_period_s), _us(hour_s),
-                 _us(lease_ttl_s), self._history_limit, keys.lease_prefix, self._node_id],
+                [
+                    lease_id,
+                    session_id,
+                    want,
+                    int(rules.metered),
+                    rules.max_sessions,
+                    _cap(rules),
+                    to_micro(rules.refill_tokens),
+                    to_micro(rules.refill_max),
+                    _us(refill_period_s),
+                    _us(hour_s),
+                    _us(lease_ttl_s),
+                    self._history_limit,
+                    keys.lease_prefix,
+                    self._node_id,
+                ],
                 account_id,
                 lease_id,
             )
@@ -279,8 +316,16 @@ class RedisStore:
         return _grant(lease_id, reply)
 
     async def renew_lease(
-        self, account_id: str, lease_id: str, seq: int, spent_total: int, want: int, rules: TierRules, *,
-        hour_s: float, refill_period_s: float,
+        self,
+        account_id: str,
+        lease_id: str,
+        seq: int,
+        spent_total: int,
+        want: int,
+        rules: TierRules,
+        *,
+        hour_s: float,
+        refill_period_s: float,
     ) -> Grant:
         if want < 0 or spent_total < 0:
             raise ValueError("want and spent_total must be >= 0")
@@ -288,8 +333,18 @@ class RedisStore:
         reply = await self._run(
             "renew_lease",
             [keys.account, keys.open, keys.lease(lease_id)],
-            [lease_id, seq, spent_total, want, _cap(rules), to_micro(rules.refill_tokens), to_micro(rules.refill_max),
-             _us(refill_period_s), _us(hour_s), keys.lease_prefix],
+            [
+                lease_id,
+                seq,
+                spent_total,
+                want,
+                _cap(rules),
+                to_micro(rules.refill_tokens),
+                to_micro(rules.refill_max),
+                _us(refill_period_s),
+                _us(hour_s),
+                keys.lease_prefix,
+            ],
             account_id,
             lease_id,
         )
@@ -346,16 +401,26 @@ class RedisStore:
             member = row[0]
             if member.startswith("s:"):
                 _, session_id, spent, is_open, opened_at = row
-                entries.append({
-                    "kind": "session", "lease_id": member[2:], "session_id": session_id, "spent": int(spent),
-                    "open": bool(int(is_open)), "at": int(opened_at) / 1_000_000,
-                })
+                entries.append(
+                    {
+                        "kind": "session",
+                        "lease_id": member[2:],
+                        "session_id": session_id,
+                        "spent": int(spent),
+                        "open": bool(int(is_open)),
+                        "at": int(opened_at) / 1_000_000,
+                    }
+                )
             else:
                 _, amount, at, idempotency_key = member.split(":", 3)
-                entries.append({
-                    "kind": "credit", "amount": int(amount), "idempotency_key": idempotency_key,
-                    "at": int(at) / 1_000_000,
-                })
+                entries.append(
+                    {
+                        "kind": "credit",
+                        "amount": int(amount),
+                        "idempotency_key": idempotency_key,
+                        "at": int(at) / 1_000_000,
+                    }
+                )
         return entries
 
     async def ping(self) -> None:

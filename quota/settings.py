@@ -84,16 +84,26 @@ class QuotaSettings:
     crawl_below_s: float = 15.0  # fewer than this: crawl_fps
     crawl_fps: float = 5.0
     grace_s: float = 10.0  # an exhausted session is closed after this unless topped up
-    redis_url: str | None = field(default=None, metadata={  # None: the in-memory store
-        "help": "quota store, e.g. redis://127.0.0.1:6379/0", "default_text": "in memory"})
+    redis_url: str | None = field(
+        default=None,
+        metadata={  # None: the in-memory store
+            "help": "quota store, e.g. redis://127.0.0.1:6379/0",
+            "default_text": "in memory",
+        },
+    )
     redis_prefix: str = "facefuse"
     redis_max_connections: int = field(default=16, metadata={"help": "connections to Redis this node opens at most"})
     redis_pool_timeout_s: float = 2.0  # an operation waiting longer for a free connection fails closed
     # this node's name in the store, recorded with its leases: at start it settles those its previous
     # run left; None: default_node_id of the port
-    node_id: str | None = field(default=None, metadata={
-        "help": "this node's name in the quota store, unique among live nodes; at start it settles the leases its "
-        "previous run left", "default_text": "HOST:PORT"})
+    node_id: str | None = field(
+        default=None,
+        metadata={
+            "help": "this node's name in the quota store, unique among live nodes; at start it settles the leases its "
+            "previous run left",
+            "default_text": "HOST:PORT",
+        },
+    )
     admin_key: str | None = None
     tiers_by_name: dict[str, TierRules] = field(init=False, repr=False, compare=False)
 

@@ -64,8 +64,16 @@ class QuotaStore(Protocol):
         IdempotencyKeyReused for a repeated key with another amount; AccountNotFound; BalanceLimit."""
 
     async def open_lease(
-        self, account_id: str, lease_id: str, session_id: str, want: int, rules: TierRules, *, hour_s: float,
-        refill_period_s: float, lease_ttl_s: float,
+        self,
+        account_id: str,
+        lease_id: str,
+        session_id: str,
+        want: int,
+        rules: TierRules,
+        *,
+        hour_s: float,
+        refill_period_s: float,
+        lease_ttl_s: float,
     ) -> Grant:
         """Opens a lease holding up to `want`.
 
@@ -76,8 +84,16 @@ class QuotaStore(Protocol):
         """
 
     async def renew_lease(
-        self, account_id: str, lease_id: str, seq: int, spent_total: int, want: int, rules: TierRules, *,
-        hour_s: float, refill_period_s: float,
+        self,
+        account_id: str,
+        lease_id: str,
+        seq: int,
+        spent_total: int,
+        want: int,
+        rules: TierRules,
+        *,
+        hour_s: float,
+        refill_period_s: float,
     ) -> Grant:
         """Records spent_total (cumulative, never decreasing) and grants up to `want` more.
 
@@ -86,7 +102,9 @@ class QuotaStore(Protocol):
         closed or expired lease. granted may be 0 (nothing left).
         """
 
-    async def close_lease(self, account_id: str, lease_id: str, seq: int, spent_total: int, rules: TierRules, *, hour_s: float) -> Grant:
+    async def close_lease(
+        self, account_id: str, lease_id: str, seq: int, spent_total: int, rules: TierRules, *, hour_s: float
+    ) -> Grant:
         """Records spent_total and returns the unspent rest; idempotent by seq; closing a closed lease is a no-op."""
 
     async def settle_node_leases(self) -> int:

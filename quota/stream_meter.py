@@ -55,8 +55,14 @@ def stream_meters(
         session_id: str, on_level_change: Callable[[], None], on_exhausted: Callable[[str], None]
     ) -> StreamMeter:
         meter = SessionMeter(
-            store, account_id, rules, session_id, settings,
-            on_change=lambda state: on_level_change(), on_exhausted=on_exhausted, late_returns=late_returns,
+            store,
+            account_id,
+            rules,
+            session_id,
+            settings,
+            on_change=lambda state: on_level_change(),
+            on_exhausted=on_exhausted,
+            late_returns=late_returns,
         )
         return StreamMeter(meter)
 

@@ -35,7 +35,11 @@ def create_app(settings: ServerSettings) -> web.Application:
     """The chain is built and warmed up in the app's startup, before the socket accepts sessions."""
     quiet_bad_request_log()  # a request aiohttp cannot parse: one line, not its bytes
     app = web.Application(
-        middlewares=[cors_for_allowed_origins(settings.http.allowed_origins), json_errors, host_and_origin_check(settings)]
+        middlewares=[
+            cors_for_allowed_origins(settings.http.allowed_origins),
+            json_errors,
+            host_and_origin_check(settings),
+        ]
     )
     app[SETTINGS] = settings
     # local mode has one account for everyone on this machine: the library's whole size is its own
@@ -61,10 +65,14 @@ async def _quota_store(app: web.Application) -> AsyncIterator[None]:
     common = {"hour_s": quota.hour_s, "refill_period_s": quota.refill_period_s, "node_id": node_id}
     store: QuotaStore = (
         RedisStore(
-            quota.redis_url, prefix=quota.redis_prefix, max_connections=quota.redis_max_connections,
-            pool_timeout_s=quota.redis_pool_timeout_s, **common,
+            quota.redis_url,
+            prefix=quota.redis_prefix,
+            max_connections=quota.redis_max_connections,
+            pool_timeout_s=quota.redis_pool_timeout_s,
+            **common,
         )
-        if quota.redis_url else MemoryStore(**common)
+        if quota.redis_url
+        else MemoryStore(**common)
     )
     app[ACCOUNTS] = Accounts(store, quota)
     app[LATE_RETURNS] = LateReturns()  # each session's meter gets it: returns a store outage delayed
@@ -90,7 +98,10 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     # the uploads' analysis shares the face chains' models (and runs beside their batches)
     analysis = create_photo_analysis(settings.pipeline.chain, device, models_dir=settings.pipeline.models_dir)
     chain = create_chain(
-        settings.pipeline.chain, device, app[FACES], badge=settings.pipeline.badge,
+        settings.pipeline.chain,
+        device,
+        app[FACES],
+        badge=settings.pipeline.badge,
         keep_eyes_mouth=settings.pipeline.keep_eyes_mouth,
         hands=settings.pipeline.hands,
         models_dir=settings.pipeline.models_dir,

@@ -38,8 +38,17 @@ def _env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def _add(group: Any, flag: str, *, type=str, default=None, help: str, shown: str | None = None,  # noqa: A002
-         choices: Sequence[str] | None = None, secret: bool = False) -> None:
+def _add(
+    group: Any,
+    flag: str,
+    *,
+    type=str,
+    default=None,
+    help: str,
+    shown: str | None = None,  # noqa: A002
+    choices: Sequence[str] | None = None,
+    secret: bool = False,
+) -> None:
     """A flag whose default comes from FACEFUSE_<FLAG> when that is set. The variable's text is
     the default as text: argparse converts it only when the flag is not given, and a bad one is
     its usual one-line error. A secret's value is not shown in --help."""
@@ -50,12 +59,21 @@ def _add(group: Any, flag: str, *, type=str, default=None, help: str, shown: str
         shown = "set"
     elif shown is None:
         shown = str(default)
-    group.add_argument(flag, type=type, default=default, choices=choices,
-                       help=f"{help} [env {_env_name(flag)}; default: {shown}]")
+    group.add_argument(
+        flag, type=type, default=default, choices=choices, help=f"{help} [env {_env_name(flag)}; default: {shown}]"
+    )
 
 
-def _add_setting(group: Any, flag: str, section: type, name: str, *, type=str,  # noqa: A002
-                 choices: Sequence[str] | None = None, secret: bool = False) -> None:
+def _add_setting(
+    group: Any,
+    flag: str,
+    section: type,
+    name: str,
+    *,
+    type=str,  # noqa: A002
+    choices: Sequence[str] | None = None,
+    secret: bool = False,
+) -> None:
     """A flag for one settings field: its default and help are the field's (see pipeline/settings.py)."""
     field = _field(section, name)
     default = field.default
@@ -64,8 +82,16 @@ def _add_setting(group: Any, flag: str, section: type, name: str, *, type=str,  
     shown = field.metadata.get("default_text")
     if shown is None and type is _pixels:
         shown = _pixels_text(default)
-    _add(group, flag, type=type, default=default, help=field.metadata["help"], shown=shown, choices=choices,
-         secret=secret)
+    _add(
+        group,
+        flag,
+        type=type,
+        default=default,
+        help=field.metadata["help"],
+        shown=shown,
+        choices=choices,
+        secret=secret,
+    )
 
 
 def _port(text: str) -> int:
@@ -126,7 +152,9 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     parser.add_argument("--version", action="version", version=f"facefuse {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
-        "serve", help="start the HTTP + WebRTC server", usage="%(prog)s [options]  (facefuse serve --help lists them)",
+        "serve",
+        help="start the HTTP + WebRTC server",
+        usage="%(prog)s [options]  (facefuse serve --help lists them)",
         description="Start the HTTP + WebRTC server. Every flag can also be set by the environment variable named "
         "in its help.",
     )
@@ -156,9 +184,18 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_setting(accounts, "--redis-url", QuotaSettings, "redis_url", secret=True)
     _add_setting(accounts, "--redis-max-connections", QuotaSettings, "redis_max_connections", type=int)
     _add_setting(accounts, "--node-id", QuotaSettings, "node_id")
-    _add(accounts, "--quota-config", type=Path, help="TOML file with the tiers (refill, cap, priority, sessions at "
-         "once) and the prices by frame size", shown="the built-in tiers free, paid, vip")
-    _add_many(accounts, "--quota-setting", help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)")
+    _add(
+        accounts,
+        "--quota-config",
+        type=Path,
+        help="TOML file with the tiers (refill, cap, priority, sessions at once) and the prices by frame size",
+        shown="the built-in tiers free, paid, vip",
+    )
+    _add_many(
+        accounts,
+        "--quota-setting",
+        help="a quota number as NAME=VALUE, e.g. grace_s=5, lease_s=2, slow_below_s=30 (repeatable)",
+    )
 
     limits = serve.add_argument_group("limits")
     _add_setting(limits, "--max-sessions", StreamSettings, "max_sessions", type=int)
@@ -169,13 +206,23 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_setting(limits, "--max-faces-per-account", HttpSettings, "max_faces_per_account", type=int)
 
     ice = serve.add_argument_group("ICE (WebRTC connectivity)")
-    _add_many(ice, "--ice-host", help="restrict ICE host candidates to this address (repeatable; default: every "
-              "address but loopback)")
+    _add_many(
+        ice,
+        "--ice-host",
+        help="restrict ICE host candidates to this address (repeatable; default: every address but loopback)",
+    )
     _add(ice, "--ice-public-address", help="advertise this address instead of the host's (1:1 NAT)", shown="none")
-    _add_many(ice, "--ice-server", help="STUN/TURN URL, e.g. stun:host:3478 or turn:user:pass@host:3478 (repeatable; "
-              "default: none)")
-    _add_many(ice, "--ice-allow-remote", help="CIDR that offered candidates must be in (repeatable; default: loopback "
-              "only when every --ice-host is loopback, else any)")
+    _add_many(
+        ice,
+        "--ice-server",
+        help="STUN/TURN URL, e.g. stun:host:3478 or turn:user:pass@host:3478 (repeatable; default: none)",
+    )
+    _add_many(
+        ice,
+        "--ice-allow-remote",
+        help="CIDR that offered candidates must be in (repeatable; default: loopback "
+        "only when every --ice-host is loopback, else any)",
+    )
 
     _add(serve, "--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="what the log shows")
     return parser, serve
@@ -210,9 +257,13 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
     allowed = _many(args, "--ice-allow-remote")
     return ServerSettings(
         http=HttpSettings(
-            host=args.host, port=args.port, static_dir=args.static_dir,
-            max_faces=args.max_faces, max_faces_per_account=args.max_faces_per_account,
-            public_hosts=_many(args, "--public-host"), allowed_origins=_many(args, "--allow-origin"),
+            host=args.host,
+            port=args.port,
+            static_dir=args.static_dir,
+            max_faces=args.max_faces,
+            max_faces_per_account=args.max_faces_per_account,
+            public_hosts=_many(args, "--public-host"),
+            allowed_origins=_many(args, "--allow-origin"),
         ),
         stream=StreamSettings(
             ice=IceSettings(
@@ -239,8 +290,11 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             hands=_on_off(args.hands, "--hands"),
         ),
         quota=QuotaSettings(
-            redis_url=args.redis_url, admin_key=_admin_key(args), node_id=args.node_id,
-            redis_max_connections=args.redis_max_connections, **quota_file,
+            redis_url=args.redis_url,
+            admin_key=_admin_key(args),
+            node_id=args.node_id,
+            redis_max_connections=args.redis_max_connections,
+            **quota_file,
             **_quota_numbers(_many(args, "--quota-setting")),
         ),
     )
@@ -251,13 +305,16 @@ def _add_admin_key(parser: argparse.ArgumentParser) -> None:
     key itself on the command line is visible to every user of the machine in ps)."""
     key_set = "set" if os.environ.get(_env_name("--admin-key")) else "not set"
     parser.add_argument(
-        "--admin-key-file", type=Path, metavar="PATH",
+        "--admin-key-file",
+        type=Path,
+        metavar="PATH",
         help=f"file whose first line is the key for /api/admin/*, at least {MIN_ADMIN_KEY_CHARS} characters; or the key "
         "itself in FACEFUSE_ADMIN_KEY. Without a key the server runs one unmetered local account without auth, and "
         f"only on loopback [env {_env_name('--admin-key-file')}; FACEFUSE_ADMIN_KEY default {key_set}]",
     )
     parser.add_argument(
-        "--admin-key", help="deprecated: the admin key on the command line is visible to every user in ps; "
+        "--admin-key",
+        help="deprecated: the admin key on the command line is visible to every user in ps; "
         "use FACEFUSE_ADMIN_KEY or --admin-key-file",
     )
 
@@ -283,8 +340,10 @@ def _admin_key(args: argparse.Namespace) -> str | None:
         return None
     key = key.strip()
     if len(key) < MIN_ADMIN_KEY_CHARS:  # the key itself is never echoed: this line may end up in a log
-        raise ValueError(f"the admin key has {len(key)} characters: it must have at least {MIN_ADMIN_KEY_CHARS} "
-                         "(e.g. openssl rand -hex 16)")
+        raise ValueError(
+            f"the admin key has {len(key)} characters: it must have at least {MIN_ADMIN_KEY_CHARS} "
+            "(e.g. openssl rand -hex 16)"
+        )
     if not (key.isascii() and key.isprintable()):  # other bytes could never match an Authorization header
         raise ValueError("the admin key must be printable ASCII")
     return key
@@ -323,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.admin_key is not None:
         logging.getLogger(__name__).warning(
             "--admin-key is deprecated: the key is visible to every user of this machine in ps; "
-            "use FACEFUSE_ADMIN_KEY or --admin-key-file")
+            "use FACEFUSE_ADMIN_KEY or --admin-key-file"
+        )
     if settings.local_mode and not is_loopback_name(settings.http.host):
         serve.error(
             f"refusing to serve on {settings.http.host} without --admin-key-file or FACEFUSE_ADMIN_KEY: the local account has no auth "

@@ -26,7 +26,9 @@ def cors_for_allowed_origins(allowed_origins: tuple[str, ...]) -> Callable:
             return False
 
     @web.middleware
-    async def cors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def cors(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         origin = request.headers.get("Origin")
         if not listed(origin):  # other pages get no CORS headers: the browser keeps our answers from them
             return await handler(request)

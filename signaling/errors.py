@@ -13,8 +13,23 @@ from aiohttp import web
 from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound, FaceTooSmall, NoFaceFound
 from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
 from quota.accounts import InvalidAccount, InvalidApiKey
-from quota.errors import AccountExists, AccountNotFound, BalanceLimit, IdempotencyKeyReused, NothingToSpend, StoreUnavailable, TooManyLeases
-from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly, SessionForbidden, SessionNotFound, TooManySessions
+from quota.errors import (
+    AccountExists,
+    AccountNotFound,
+    BalanceLimit,
+    IdempotencyKeyReused,
+    NothingToSpend,
+    StoreUnavailable,
+    TooManyLeases,
+)
+from stream.errors import (
+    IceGatheringFailed,
+    InvalidOffer,
+    SessionClosedEarly,
+    SessionForbidden,
+    SessionNotFound,
+    TooManySessions,
+)
 from stream.swap_options import InvalidSwapOptions
 
 logger = logging.getLogger(__name__)
@@ -76,13 +91,17 @@ def _message(exc: Exception) -> str:
 
 
 @web.middleware
-async def json_errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+async def json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as exc:
         return error_response(exc.status, exc.code, exc.message, exc.headers)
     except web.RequestPayloadError:  # aiohttp's pure-Python parser, reading a malformed chunked body
-        return error_response(400, "invalid_body", "the request body could not be read: its chunked framing is malformed")
+        return error_response(
+            400, "invalid_body", "the request body could not be read: its chunked framing is malformed"
+        )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

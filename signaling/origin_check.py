@@ -63,7 +63,9 @@ def checked_allowed_origin(text: str) -> str:
     try:
         return normalized_origin(text)
     except ValueError:
-        raise ValueError(f"--allow-origin {text!r}: give an origin as scheme://host[:port], e.g. https://dash.example.com") from None
+        raise ValueError(
+            f"--allow-origin {text!r}: give an origin as scheme://host[:port], e.g. https://dash.example.com"
+        ) from None
 
 
 def _is_address(name: str) -> bool:
@@ -107,7 +109,9 @@ def host_and_origin_check(settings: ServerSettings) -> Callable:
         return name in names or is_loopback_name(name)
 
     @web.middleware
-    async def checked(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def checked(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         host = request.headers.get("Host")  # absent only from HTTP/1.0 clients, never from a browser
         if check_host and host is not None and not (request.path in PROBES and not settings.local_mode):
             if not answers_to(host_name(host)):

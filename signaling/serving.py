@@ -38,8 +38,13 @@ def serve_until_stopped(settings: ServerSettings) -> int:
         # waits SHUTDOWN_WAIT_S for requests in progress (a stalled upload held sessions 15 s).
         app = create_app(settings)
         app.on_shutdown.append(_second_signal_stops_at_once)
-        web.run_app(app, host=settings.http.host, port=settings.http.port, shutdown_timeout=SHUTDOWN_WAIT_S,
-                    print=functools.partial(_say_serving, app, settings))
+        web.run_app(
+            app,
+            host=settings.http.host,
+            port=settings.http.port,
+            shutdown_timeout=SHUTDOWN_WAIT_S,
+            print=functools.partial(_say_serving, app, settings),
+        )
     except web.GracefulExit:  # a second signal before the first one's shutdown began
         print(SECOND_SIGNAL, file=sys.stderr)
         return 1
@@ -61,8 +66,11 @@ def _say_serving(app: web.Application, settings: ServerSettings, _aiohttp_banner
     url = f"http://[{host}]:{settings.http.port}/" if ":" in host else f"http://{host}:{settings.http.port}/"
     store = "redis" if settings.quota.redis_url else "memory"
     accounts = "one local account" if settings.local_mode else "accounts with API keys"
-    print(f"facefuse: open {url} (chain {app[RUNNER].chain.name}, device {app[DEVICE]}, quota store {store}, "
-          f"{accounts}); Ctrl+C stops it", flush=True)
+    print(
+        f"facefuse: open {url} (chain {app[RUNNER].chain.name}, device {app[DEVICE]}, quota store {store}, "
+        f"{accounts}); Ctrl+C stops it",
+        flush=True,
+    )
 
 
 async def _second_signal_stops_at_once(_app: web.Application) -> None:

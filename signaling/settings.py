@@ -21,25 +21,42 @@ class HttpSettings:
     port: int = field(default=8080, metadata={"help": "port to listen on"})
     max_upload_bytes: int = 10 * 1024 * 1024
     max_faces: int = field(default=256, metadata={"help": "uploaded faces the server keeps, all accounts together"})
-    max_faces_per_account: int = field(default=32, metadata={
-        "help": "uploaded faces one account may keep (local mode: --max-faces)"})
-    static_dir: Path = field(default=STATIC_DIR, metadata={
-        "help": "folder with index.html", "default_text": "the page shipped with facefuse"})
+    max_faces_per_account: int = field(
+        default=32, metadata={"help": "uploaded faces one account may keep (local mode: --max-faces)"}
+    )
+    static_dir: Path = field(
+        default=STATIC_DIR,
+        metadata={"help": "folder with index.html", "default_text": "the page shipped with facefuse"},
+    )
     # names the server answers to besides loopback and its address
-    public_hosts: tuple[str, ...] = field(default=(), metadata={"help": (
-        "a name this server answers to besides loopback names and its --host address, e.g. facefuse.example.com "
-        "(repeatable); other Host headers get 421 (DNS rebinding): always without an admin key, with one only when "
-        "this is given, the probes /healthz and /livez excepted")})
+    public_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": (
+                "a name this server answers to besides loopback names and its --host address, e.g. facefuse.example.com "
+                "(repeatable); other Host headers get 421 (DNS rebinding): always without an admin key, with one only when "
+                "this is given, the probes /healthz and /livez excepted"
+            )
+        },
+    )
     # other sites' pages that may change things (a dashboard)
-    allowed_origins: tuple[str, ...] = field(default=(), metadata={"help": (
-        "another site's page that may use the API (POST/PUT/PATCH/DELETE, CORS), e.g. https://dash.example.com "
-        "(repeatable); such requests from other pages than this server's own get 403")})
+    allowed_origins: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": (
+                "another site's page that may use the API (POST/PUT/PATCH/DELETE, CORS), e.g. https://dash.example.com "
+                "(repeatable); such requests from other pages than this server's own get 403"
+            )
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.max_faces < 1 or self.max_faces_per_account < 1:
             raise ValueError("--max-faces and --max-faces-per-account must be at least 1")
         object.__setattr__(self, "public_hosts", tuple(checked_public_host(name) for name in self.public_hosts))
-        object.__setattr__(self, "allowed_origins", tuple(checked_allowed_origin(origin) for origin in self.allowed_origins))
+        object.__setattr__(
+            self, "allowed_origins", tuple(checked_allowed_origin(origin) for origin in self.allowed_origins)
+        )
         if not (Path(self.static_dir) / "index.html").is_file():
             raise ValueError(f"--static-dir {self.static_dir} has no index.html")
 
@@ -53,8 +70,10 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         if self.local_mode and LOCAL_TIER not in self.quota.tiers_by_name:
-            raise ValueError(f"the local account (no admin key) runs on tier {LOCAL_TIER!r}, which --quota-config "
-                             f"does not define (tiers: {', '.join(self.quota.tiers_by_name)})")
+            raise ValueError(
+                f"the local account (no admin key) runs on tier {LOCAL_TIER!r}, which --quota-config "
+                f"does not define (tiers: {', '.join(self.quota.tiers_by_name)})"
+            )
 
     @property
     def local_mode(self) -> bool:

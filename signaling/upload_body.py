@@ -29,7 +29,9 @@ async def _arriving(read: Awaitable[T]) -> T:
         async with asyncio.timeout(UPLOAD_STALL_S):
             return await read
     except TimeoutError:
-        raise ApiError(408, "request_timeout", f"the upload stalled: nothing arrived for {UPLOAD_STALL_S:g} s") from None
+        raise ApiError(
+            408, "request_timeout", f"the upload stalled: nothing arrived for {UPLOAD_STALL_S:g} s"
+        ) from None
 
 
 async def read_upload(request: web.Request, limit: int) -> bytes:
@@ -82,5 +84,7 @@ async def _read_multipart_image(request: web.Request, limit: int, too_large: Api
                 raise ApiError(400, "empty_body", "the multipart field 'image' is empty: choose an image file")
             return bytes(data)
     raise ApiError(
-        400, "too_many_parts", f"no field 'image' among the first {MAX_MULTIPART_PARTS} parts: send the image with at most {MAX_MULTIPART_PARTS - 1} other fields"
+        400,
+        "too_many_parts",
+        f"no field 'image' among the first {MAX_MULTIPART_PARTS} parts: send the image with at most {MAX_MULTIPART_PARTS - 1} other fields",
     )

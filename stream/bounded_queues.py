@@ -13,7 +13,8 @@ import asyncio
 import logging
 import queue
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +73,8 @@ class DecoderInputQueue(queue.Queue):
     def __init__(
         self,
         max_frames: int,
-        overflow_event: Optional[threading.Event] = None,
-        admit: Optional[Callable[[Any], bool]] = None,
+        overflow_event: threading.Event | None = None,
+        admit: Callable[[Any], bool] | None = None,
     ) -> None:
         if max_frames < 1:
             raise ValueError(f"max_frames must be >= 1, got {max_frames}")
@@ -83,7 +84,7 @@ class DecoderInputQueue(queue.Queue):
         self.admit = admit  # (codec, encoded frame) -> whether the decoder may see it
         self.dropped = 0
 
-    def put(self, item: Any, block: bool = True, timeout: Optional[float] = None) -> None:
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         if item is not None and self.admit is not None and not self.admit(item):
             return  # refused before the decoder allocates anything for it
         super().put(item, block, timeout)

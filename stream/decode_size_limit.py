@@ -63,7 +63,9 @@ def _sps_units(data: bytes) -> list[bytes]:
     units = []
     for found in _SPS_START.finditer(data):
         if len(units) == MAX_SETS_PER_FRAME:
-            raise UnreadableSize(f"the video sends more than {MAX_SETS_PER_FRAME} H.264 sequence parameter sets in one frame")
+            raise UnreadableSize(
+                f"the video sends more than {MAX_SETS_PER_FRAME} H.264 sequence parameter sets in one frame"
+            )
         start = found.end() - 1
         end = data.find(b"\x00\x00\x01", start, start + MAX_SPS_BYTES)
         units.append(data[start : end if end >= 0 else start + MAX_SPS_BYTES])
@@ -165,7 +167,10 @@ class DecodeSizeLimit:
     feeds the queue, with why "the video is WxH" or what could not be read."""
 
     def __init__(
-        self, max_pixels: int, on_refused: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        max_pixels: int,
+        on_refused: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_pixels = max_pixels
         self.on_refused = on_refused
@@ -197,10 +202,14 @@ class DecodeSizeLimit:
             self._known_sets.move_to_end(unit)
             return known
         now = self._clock()
-        self._new_set_tokens = min(float(NEW_SETS_BURST), self._new_set_tokens + (now - self._tokens_at) * NEW_SETS_PER_S)
+        self._new_set_tokens = min(
+            float(NEW_SETS_BURST), self._new_set_tokens + (now - self._tokens_at) * NEW_SETS_PER_S
+        )
         self._tokens_at = now
         if self._new_set_tokens < 1:
-            raise UnreadableSize(f"the video brings new H.264 sequence parameter sets more than {NEW_SETS_PER_S:g} times a second")
+            raise UnreadableSize(
+                f"the video brings new H.264 sequence parameter sets more than {NEW_SETS_PER_S:g} times a second"
+            )
         self._new_set_tokens -= 1
         size = _sps_size(unit)
         self._known_sets[unit] = size

@@ -42,8 +42,6 @@ def tune_sender(transceiver: RTCRtpTransceiver) -> None:
     if current is not None:
         # the sender is already encoding (possibly in an executor thread right
         # now); swapping encoders under it is not safe
-        logger.warning(
-            "sender already encodes with %s; not replaced", type(current).__name__
-        )
+        logger.warning("sender already encodes with %s; not replaced", type(current).__name__)
         return
     set_sender_encoder(sender, FastH264Encoder())

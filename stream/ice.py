@@ -12,7 +12,6 @@ import asyncio
 import ipaddress
 import logging
 from dataclasses import dataclass
-from typing import Union
 from urllib.parse import unquote
 
 from aioice import Candidate, Connection
@@ -31,7 +30,7 @@ from stream.aiortc_internals import (
 
 logger = logging.getLogger(__name__)
 
-IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 ANY_NETWORKS = ("0.0.0.0/0", "::/0")
@@ -76,9 +75,7 @@ class IceSettings:
                 try:
                     ipaddress.ip_network(cidr, strict=False)
                 except ValueError as exc:
-                    raise ValueError(
-                        f"allowed_remote: bad CIDR {cidr!r}: {exc}"
-                    ) from exc
+                    raise ValueError(f"allowed_remote: bad CIDR {cidr!r}: {exc}") from exc
 
 
 def _check_bindable_address(value: str, field: str) -> None:
@@ -131,9 +128,7 @@ def allowed_remote_networks(settings: IceSettings) -> list[IPNetwork]:
     """Networks remote candidates must belong to."""
     if settings.allowed_remote is not None:
         cidrs: tuple[str, ...] = settings.allowed_remote
-    elif settings.hosts and all(
-        ipaddress.ip_address(host).is_loopback for host in settings.hosts
-    ):
+    elif settings.hosts and all(ipaddress.ip_address(host).is_loopback for host in settings.hosts):
         cidrs = LOOPBACK_NETWORKS
     else:
         cidrs = ANY_NETWORKS
@@ -196,9 +191,7 @@ async def restrict_gathering(pc: RTCPeerConnection, settings: IceSettings) -> No
     # __connect() never sees a half-filled set of transports.
     for connection, candidates in zip(connections, results):
         publish_candidates(connection, candidates)
-        logger.debug(
-            "ICE candidates: %s", ", ".join(c.to_sdp() for c in candidates) or "none"
-        )
+        logger.debug("ICE candidates: %s", ", ".join(c.to_sdp() for c in candidates) or "none")
 
 
 def _ice_gatherers(pc: RTCPeerConnection) -> list[RTCIceGatherer]:
@@ -234,15 +227,10 @@ def _advertise_public(candidates: list[Candidate], public: str) -> list[Candidat
     version = ipaddress.ip_address(public).version
     advertised: list[Candidate] = []
     for candidate in candidates:
-        if (
-            candidate.type == "host"
-            and ipaddress.ip_address(candidate.host).version == version
-        ):
+        if candidate.type == "host" and ipaddress.ip_address(candidate.host).version == version:
             candidate = advertised_as(candidate, public)
         advertised.append(candidate)
 
     # a STUN answer behind 1:1 NAT repeats the public address: keep one
     hosts = {(c.host, c.port) for c in advertised if c.type == "host"}
-    return [
-        c for c in advertised if c.type == "host" or (c.host, c.port) not in hosts
-    ]
+    return [c for c in advertised if c.type == "host" or (c.host, c.port) not in hosts]

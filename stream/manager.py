@@ -85,7 +85,9 @@ class SessionManager:
         return session
 
     async def close_all(self, reason: str = "server shutting down") -> None:
-        await asyncio.gather(*(session.close(reason, "server_shutdown") for session in self.all()), return_exceptions=True)
+        await asyncio.gather(
+            *(session.close(reason, "server_shutdown") for session in self.all()), return_exceptions=True
+        )
 
     def _forget(self, session: Session) -> None:
         self._sessions.pop(session.id, None)

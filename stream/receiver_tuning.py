@@ -74,18 +74,13 @@ def tune_receiver(
 
     if receiver_started(receiver):
         raise RuntimeError(
-            "tune_receiver() must run before the receiver starts: call it "
-            "right after pc.setRemoteDescription()"
+            "tune_receiver() must run before the receiver starts: call it right after pc.setRemoteDescription()"
         )
 
-    set_jitter_buffer(
-        receiver, MarkerJitterBuffer(capacity=VIDEO_JITTER_CAPACITY, is_video=True)
-    )
+    set_jitter_buffer(receiver, MarkerJitterBuffer(capacity=VIDEO_JITTER_CAPACITY, is_video=True))
     set_decoder_queue(
         receiver,
-        DecoderInputQueue(
-            max_encoded_frames, overflow_event=decoder_error_event(receiver), admit=admit
-        ),
+        DecoderInputQueue(max_encoded_frames, overflow_event=decoder_error_event(receiver), admit=admit),
     )
 
     track = receiver.track

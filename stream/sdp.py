@@ -77,7 +77,9 @@ def parse_offer(sdp: str) -> None:
     repeated = sorted({mid for mid in mids if mids.count(mid) > 1})
     if repeated:
         raise InvalidSdp(f"SDP repeats a=mid:{repeated[0]}; every m-line needs its own")
-    if any(m.ice_candidates_complete for m in description.media) and not any(m.ice_candidates for m in description.media):
+    if any(m.ice_candidates_complete for m in description.media) and not any(
+        m.ice_candidates for m in description.media
+    ):
         # aioice drops a component whose candidates are complete but none: the session could never connect
         raise InvalidSdp("SDP ends its ICE candidates (a=end-of-candidates) without giving one")
 
@@ -109,9 +111,7 @@ def _check_media(index: int, media: MediaDescription) -> None:
         raise InvalidSdp(f"{where}: a=rtcp-mux missing")
 
 
-def filter_remote_candidates(
-    sdp: str, networks: Iterable[IPNetwork]
-) -> tuple[str, int]:
+def filter_remote_candidates(sdp: str, networks: Iterable[IPNetwork]) -> tuple[str, int]:
     """Drop a=candidate lines we will not connect to; return (sdp, dropped).
 
     Dropped: addresses outside `networks`, mDNS `.local` names (they would
@@ -123,9 +123,7 @@ def filter_remote_candidates(
     kept: list[str] = []
     dropped = 0
     for line in sdp.splitlines():
-        if line.startswith("a=candidate:") and not _candidate_allowed(
-            line[len("a=candidate:") :], networks
-        ):
+        if line.startswith("a=candidate:") and not _candidate_allowed(line[len("a=candidate:") :], networks):
             dropped += 1
             logger.debug("dropped remote candidate %s", line)
             continue
@@ -146,9 +144,7 @@ def _candidate_allowed(value: str, networks: list[IPNetwork]) -> bool:
     return address_allowed(host, networks)
 
 
-def add_bitrate_hints(
-    sdp: str, *, min_kbps: int, start_kbps: int, max_kbps: int
-) -> str:
+def add_bitrate_hints(sdp: str, *, min_kbps: int, start_kbps: int, max_kbps: int) -> str:
     """Add x-google-{min,start,max}-bitrate to VP8/H264 fmtp of video sections.
 
     Chrome's send bitrate towards aiortc follows aiortc's REMB estimate, which
@@ -159,8 +155,7 @@ def add_bitrate_hints(
     """
     if not 0 < min_kbps <= start_kbps <= max_kbps:
         raise ValueError(
-            "bitrate hints need 0 < min_kbps <= start_kbps <= max_kbps, got "
-            f"{min_kbps}, {start_kbps}, {max_kbps}"
+            f"bitrate hints need 0 < min_kbps <= start_kbps <= max_kbps, got {min_kbps}, {start_kbps}, {max_kbps}"
         )
     hints = [
         f"x-google-min-bitrate={min_kbps}",
@@ -191,9 +186,7 @@ def _hint_section(lines: list[str], hints: list[str]) -> list[str]:
         if match and match.group(1) in targets:
             has_fmtp.add(match.group(1))
             params = [
-                p
-                for p in (match.group(2) or "").split(";")
-                if p.strip() and not _X_GOOGLE_BITRATE.match(p.strip())
+                p for p in (match.group(2) or "").split(";") if p.strip() and not _X_GOOGLE_BITRATE.match(p.strip())
             ]
             line = f"a=fmtp:{match.group(1)} {';'.join(params + hints)}"
         result.append(line)

@@ -73,10 +73,14 @@ class Session:
         # Metered sessions: the manager opens the meter's lease before negotiation.
         self._metering = (
             SessionMetering(
-                session_id, make_meter,
-                send_event=self.send_event, set_fps_cap=self._set_fps_cap, end_session=self._close_soon,
+                session_id,
+                make_meter,
+                send_event=self.send_event,
+                set_fps_cap=self._set_fps_cap,
+                end_session=self._close_soon,
             )
-            if make_meter is not None else None
+            if make_meter is not None
+            else None
         )
         self.meter: Meter | None = self._metering.meter if self._metering is not None else None
         self.face_id = face_id
@@ -125,7 +129,9 @@ class Session:
             raise InvalidOffer("the offer has no video to receive")
         refuse_outside_checks(self._pc, self._settings.ice)
         for transceiver in self._pc.getTransceivers():
-            tune_receiver(transceiver.receiver, admit=DecodeSizeLimit(self._settings.max_decoded_pixels, self._video_too_large))
+            tune_receiver(
+                transceiver.receiver, admit=DecodeSizeLimit(self._settings.max_decoded_pixels, self._video_too_large)
+            )
         try:
             answer = await self._pc.createAnswer()
             await restrict_gathering(self._pc, self._settings.ice)
@@ -154,8 +160,11 @@ class Session:
         else:
             meter = self._metering.meter
             self._runner.add_session(
-                self.id, self._deliver_from_worker, options=self._chain_options(),
-                priority=meter.priority, fps_cap=meter.fps_cap,
+                self.id,
+                self._deliver_from_worker,
+                options=self._chain_options(),
+                priority=meter.priority,
+                fps_cap=meter.fps_cap,
             )
             self._spawn(self._metering.run(), "meter")
         self._in_runner = True
@@ -251,7 +260,9 @@ class Session:
         if self.meter is not None:  # the level may have been set before the channel opened
             self.send_event(self.meter.event())
 
-    def set_swap(self, mode: object, reference_face_id: object = None, reference_threshold: object = None) -> dict[str, object]:
+    def set_swap(
+        self, mode: object, reference_face_id: object = None, reference_threshold: object = None
+    ) -> dict[str, object]:
         """Changes which faces are swapped mid-stream, by the offer's rules (a reference photo and
         its threshold only with mode 'reference'); returns the new {"swap", "reference_face_id"?,
         "reference_threshold"?}. InvalidSwapOptions, FaceNotFound, FaceForbidden, before anything changes."""
@@ -352,8 +363,11 @@ class Session:
         closing_task = asyncio.current_task()
         steps: tuple[tuple[str, Callable[[], Awaitable[None]], float], ...] = (
             ("stop its work", lambda: self._stop_work(closing_task), STOP_WORK_LIMIT_S),
-            ("tell the client", lambda: self.channel.tell(closed_event(code, reason), CLOSED_NOTICE_S),
-             TELL_CLIENT_LIMIT_S),
+            (
+                "tell the client",
+                lambda: self.channel.tell(closed_event(code, reason), CLOSED_NOTICE_S),
+                TELL_CLIENT_LIMIT_S,
+            ),
             ("return its lease", self._return_lease, RETURN_LEASE_LIMIT_S),
             ("close its peer connection", self._close_peer_connection, CLOSE_PEER_LIMIT_S),
         )
@@ -361,7 +375,9 @@ class Session:
             for name, step, limit_s in steps:
                 try:
                     if not await finished_within(step(), limit_s):
-                        logger.error("session %s: closing could not %s within %g s; left behind", self.id, name, limit_s)
+                        logger.error(
+                            "session %s: closing could not %s within %g s; left behind", self.id, name, limit_s
+                        )
                 except Exception:
                     logger.exception("session %s: closing could not %s", self.id, name)
         finally:

@@ -20,8 +20,12 @@ class StreamSettings:
     # A peer's video that declares frames of more pixels is refused before decoding and the
     # session closed (decode_size_limit.py: a 242 KB VP8 keyframe of 12000x12000 took the decoder
     # 683 MB). 4096x2304 admits 4K; the chain scales frames down further (pipeline max_frame_pixels).
-    max_decoded_pixels: int = field(default=4096 * 2304, metadata={
-        "help": "a peer whose video declares larger frames (pixels, or WIDTHxHEIGHT) is refused before decoding"})
+    max_decoded_pixels: int = field(
+        default=4096 * 2304,
+        metadata={
+            "help": "a peer whose video declares larger frames (pixels, or WIDTHxHEIGHT) is refused before decoding"
+        },
+    )
 
     def __post_init__(self) -> None:
         if not self.idle_timeout_s > 0:  # NaN fails it too; inf: idle sessions are never closed

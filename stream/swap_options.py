@@ -17,7 +17,9 @@ class InvalidSwapOptions(ValueError):
     code = "invalid_body"
 
 
-def checked_swap_options(options: Mapping[str, object], faces: FaceLibrary, account_id: str | None) -> dict[str, object]:
+def checked_swap_options(
+    options: Mapping[str, object], faces: FaceLibrary, account_id: str | None
+) -> dict[str, object]:
     """The options a session keeps: a reference photo's id only with mode 'reference' (with another
     mode it is dropped unread: it was once kept and echoed, whatever it held, in every stats event).
     InvalidSwapOptions for an option or mode we do not know or 'reference' without a photo's id;

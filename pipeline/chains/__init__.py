@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 from pipeline.chain import Chain
-from pipeline.faces import FaceLibrary
 from pipeline.chains.fixed_cost import FixedCostChain
 from pipeline.chains.invert import InvertChain
 from pipeline.chains.passthrough import PassthroughChain
+from pipeline.faces import FaceLibrary
 from pipeline.identity.photo_analysis import AnyPhoto, PhotoAnalysis
 
 CHAIN_NAMES = ("passthrough", "invert", "fixed-cost", "mesh", "inswapper")
@@ -66,8 +66,12 @@ def create_chain(
         if analysis is None:
             analysis = create_photo_analysis(spec, device, models_dir=models_dir)
         return FaceSwapChain(
-            device, faces if faces is not None else FaceLibrary(), analysis,
-            badge=badge, keep_eyes_mouth=keep_eyes_mouth, hands=hands,
+            device,
+            faces if faces is not None else FaceLibrary(),
+            analysis,
+            badge=badge,
+            keep_eyes_mouth=keep_eyes_mouth,
+            hands=hands,
         )
     if name == "passthrough" and not args:
         return PassthroughChain()

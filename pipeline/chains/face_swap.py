@@ -38,13 +38,12 @@ from pipeline.identity.face_analysis import FaceAnalysis
 from pipeline.landmarks import boxes_from_points, crop_extents, crop_faces, to_frame_coords
 from pipeline.model_input import to_uint8_hwc
 from pipeline.rgb_frames import RgbFrames
+from pipeline.stage_timer import StageTimer
 from pipeline.swap import MeshSwapper, SourceFace
 from pipeline.swap.five_points import five_points
 from pipeline.swap.pose_gate import pose_weight
-from pipeline.stage_timer import StageTimer
 from pipeline.tracking import LookSchedule, Observation, Track, Tracker, periodic_look_size, stack_crops
 from pipeline.tracking.tracker import MAX_COORDINATE
-
 
 # SFace cosine from which a face counts as the reference person, unless a session's
 # `reference_threshold` says otherwise (models.md: the same person scored 0.72-0.80 on these
@@ -64,8 +63,14 @@ class _StagedBatch:
 
 class FaceSwapChain:
     def __init__(
-        self, device: torch.device, faces: FaceLibrary, analysis: FaceAnalysis, *, badge: bool = True,
-        keep_eyes_mouth: bool = True, hands: bool = True,
+        self,
+        device: torch.device,
+        faces: FaceLibrary,
+        analysis: FaceAnalysis,
+        *,
+        badge: bool = True,
+        keep_eyes_mouth: bool = True,
+        hands: bool = True,
     ) -> None:
         """`analysis` analyses the uploaded photos; its models (and the learned swapper, if any) are
         the chain's too."""
@@ -84,7 +89,10 @@ class FaceSwapChain:
         on_cuda = device.type == "cuda"
         region_size = 256 if on_cuda else 192
         self.swapper = MeshSwapper(
-            device, keep_eyes_mouth=keep_eyes_mouth, region_size=region_size, mask_resolution=None if on_cuda else region_size // 2
+            device,
+            keep_eyes_mouth=keep_eyes_mouth,
+            region_size=region_size,
+            mask_resolution=None if on_cuda else region_size // 2,
         )
         self.tracker = Tracker()
         # hands in front of the face (pipeline/hands), followed per session: on the CPU a followed
@@ -124,7 +132,9 @@ class FaceSwapChain:
                 latent = self.learned.source_latent(to_uint8_hwc(blank)[0], five_points(average[None])[0])
             for size in sizes:
                 self._warm_up_batch([grey] * size, source, latent)
-            self.analysis.identities(to_uint8_hwc(blank), average[None], torch.zeros(1, dtype=torch.long, device=self.device))
+            self.analysis.identities(
+                to_uint8_hwc(blank), average[None], torch.zeros(1, dtype=torch.long, device=self.device)
+            )
         self.timer = StageTimer()  # the warm-up's first-use times are no session's
 
     def _warm_up_batch(self, i420: list[np.ndarray], source: SourceFace, latent: torch.Tensor | None) -> None:
@@ -141,13 +151,17 @@ class FaceSwapChain:
         points = (source.points + offset).expand(size, -1, -1)
         index = torch.arange(size, device=self.device)
         if self.learned is not None:
-            swapped, support = self.learned.swap(frames, to_uint8_hwc(frames), five_points(points), index, latent.expand(size, -1))
+            swapped, support = self.learned.swap(
+                frames, to_uint8_hwc(frames), five_points(points), index, latent.expand(size, -1)
+            )
         else:
             rendered = self.swapper.render(frames, points, index, [source] * size)
             swapped, support = rendered.frames, rendered.support > 0
         if self.hands is not None:  # the palm detector on the frames, the landmarks on one hand each
             self.hands.palms.detect(frames)
-            hand = Rois(offset[None, :2], torch.full((1,), 96.0, device=self.device), torch.zeros(1, device=self.device))
+            hand = Rois(
+                offset[None, :2], torch.full((1,), 96.0, device=self.device), torch.zeros(1, device=self.device)
+            )
             self.hands.landmarker.landmarks_in(frames, [hand] * size)
         merged = uploaded.clone()
         changed = bounding_window(support)
@@ -163,7 +177,9 @@ class FaceSwapChain:
             return None
         return source.identity if isinstance(source, SourceFace) else None
 
-    def _chosen(self, item: ChainItem, frame_tracks: tuple[Track, ...], frames_rgb: RgbFrames, frame: int) -> list[Track]:
+    def _chosen(
+        self, item: ChainItem, frame_tracks: tuple[Track, ...], frames_rgb: RgbFrames, frame: int
+    ) -> list[Track]:
         """Which of a frame's faces to swap, by the session's `swap` option: all, the largest, or
         those matching a reference photo (SFace cosine >= the session's `reference_threshold`)."""
         mode = item.options.get("swap", "all")
@@ -323,7 +339,9 @@ class FaceSwapChain:
         swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
         return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
 
-    def _mesh(self, frames_rgb: RgbFrames, boxes: torch.Tensor, eyes: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _mesh(
+        self, frames_rgb: RgbFrames, boxes: torch.Tensor, eyes: torch.Tensor, index: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Mesh points [N, 468, 3] in frame pixels and face-presence scores [N] of the crops."""
         crops, transforms = crop_faces(frames_rgb.tensor, boxes, index, eyes=eyes)
         mesh = self.mesher.landmarks(crops)
@@ -346,7 +364,9 @@ class FaceSwapChain:
         # (their frames are converted whole already: the detector read them)
         again, again_scores = self._mesh(frames_rgb, boxes, eyes, index[at])
         good = self.tracker.settings.min_score
-        found = sound & (scores[at] >= good) & (again_scores >= good) & (again.abs() < MAX_COORDINATE).flatten(1).all(dim=1)
+        found = (
+            sound & (scores[at] >= good) & (again_scores >= good) & (again.abs() < MAX_COORDINATE).flatten(1).all(dim=1)
+        )
         points, scores = points.clone(), scores.clone()
         points[at] = torch.where(found[:, None, None], again, points[at])
         # a first mesh whose own crop finds no face is no face to follow: the next frame crops
@@ -366,17 +386,33 @@ class FaceSwapChain:
             by_turn = defaultdict(list)  # quarter turns -> frames: a session with no face looks at some turned
             for frame in plan.to_detect:
                 session = plan.sessions[frame]
-                by_turn[self.looks.turns(session.session_id, session.detect, self.tracker.tracks(session.session_id))].append(frame)
+                by_turn[
+                    self.looks.turns(session.session_id, session.detect, self.tracker.tracks(session.session_id))
+                ].append(frame)
             # on the CPU a batch whose looks are all periodic reads the frames at half size (batched with
             # a first look or a look for a lost face, at full size); a GPU has the time for full size
             periodic = {plan.sessions[i].detect for i in plan.to_detect} == {"periodic"}
-            size = periodic_look_size(*rgb.shape[2:], self.detector.input_size) if periodic and self.device.type == "cpu" else None
+            size = (
+                periodic_look_size(*rgb.shape[2:], self.detector.input_size)
+                if periodic and self.device.type == "cpu"
+                else None
+            )
             with self.timer.stage("detect"):
                 for turns, frames in by_turn.items():
                     detected.update(zip(frames, detect_turned(self.detector, to_uint8_hwc(rgb[frames]), turns, size)))
                     if len(turns) == 1:  # a new face, seen upright or upside down: checked half a turn on
-                        new = [frame for frame in frames if len(detected[frame]) and plan.sessions[frame].detect == "no_faces"]
-                        checked = half_turn_checked(self.detector, to_uint8_hwc(rgb[new]), [detected[f] for f in new], turns[0]) if new else []
+                        new = [
+                            frame
+                            for frame in frames
+                            if len(detected[frame]) and plan.sessions[frame].detect == "no_faces"
+                        ]
+                        checked = (
+                            half_turn_checked(
+                                self.detector, to_uint8_hwc(rgb[new]), [detected[f] for f in new], turns[0]
+                            )
+                            if new
+                            else []
+                        )
                         detected.update(zip(new, checked))
         per_frame = [self.tracker.crops(session, detected.get(i)) for i, session in enumerate(plan.sessions)]
         boxes, eyes, index = stack_crops(per_frame, self.device)
@@ -387,7 +423,9 @@ class FaceSwapChain:
                         frames_rgb.window([frame], *extent)
             with self.timer.stage("landmarks"):
                 points, scores = self._mesh(frames_rgb, boxes, eyes, index)
-                detected_rows = [row for row, crop in enumerate(c for frame in per_frame for c in frame) if crop.from_detection]
+                detected_rows = [
+                    row for row, crop in enumerate(c for frame in per_frame for c in frame) if crop.from_detection
+                ]
                 if detected_rows:  # meshed again from their own extent, as every later frame is
                     points, scores = self._remesh(frames_rgb, points, scores, index, detected_rows)
         else:
@@ -398,7 +436,12 @@ class FaceSwapChain:
             start = rows.stop
             observations.append(
                 Observation(
-                    session.session_id, session.frame_time, session.detect is not None, per_frame[i], points[rows], scores[rows]
+                    session.session_id,
+                    session.frame_time,
+                    session.detect is not None,
+                    per_frame[i],
+                    points[rows],
+                    scores[rows],
                 )
             )
         with self.timer.stage("track"):

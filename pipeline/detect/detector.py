@@ -120,7 +120,11 @@ class FaceDetector:
             as_bytes = bgr.dtype == torch.uint8 and bgr.device.type == "cpu"
             planar = bgr.permute(0, 3, 1, 2)
             resized = F.interpolate(
-                planar if as_bytes else planar.float(), size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=shrinking
+                planar if as_bytes else planar.float(),
+                size=(new_h, new_w),
+                mode="bilinear",
+                align_corners=False,
+                antialias=shrinking,
             )
             bgr = resized.permute(0, 2, 3, 1)
         canvas = torch.zeros(n, rows, columns, 3, device=self.device)

@@ -25,9 +25,7 @@ ANCHORS_PER_CELL = 2
 class ConvAct(nn.Module):
     """A convolution with bias, then LeakyReLU(0.1) unless `act` is False."""
 
-    def __init__(
-        self, cin: int, cout: int, kernel: int, *, stride: int = 1, groups: int = 1, act: bool = True
-    ) -> None:
+    def __init__(self, cin: int, cout: int, kernel: int, *, stride: int = 1, groups: int = 1, act: bool = True) -> None:
         super().__init__()
         self.conv = nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, groups=groups)
         self.act = act
@@ -60,7 +58,9 @@ class MobileNetV1x025(nn.Module):
             DepthwiseSeparable(32, 64, 2),
             DepthwiseSeparable(64, 64, 1),
         )
-        self.stage2 = nn.Sequential(DepthwiseSeparable(64, 128, 2), *(DepthwiseSeparable(128, 128, 1) for _ in range(5)))
+        self.stage2 = nn.Sequential(
+            DepthwiseSeparable(64, 128, 2), *(DepthwiseSeparable(128, 128, 1) for _ in range(5))
+        )
         self.stage3 = nn.Sequential(DepthwiseSeparable(128, 256, 2), DepthwiseSeparable(256, 256, 1))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

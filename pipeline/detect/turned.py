@@ -46,7 +46,9 @@ def detect_turned(
     return [_best_of([look[frame] for look in looks], detector.nms_threshold) for frame in range(len(frames))]
 
 
-def half_turn_checked(detector: FaceDetector, frames: torch.Tensor, found: list[Detections], turn: int) -> list[Detections]:
+def half_turn_checked(
+    detector: FaceDetector, frames: torch.Tensor, found: list[Detections], turn: int
+) -> list[Detections]:
     """`found` (faces of frames [N, H, W, 3] looked at `turn` quarter turns), each checked
     against a look half a turn further, the better-scored kept where they overlap. The detector
     finds a head rolled past about 130 degrees as one rolled the other way by less, with its key

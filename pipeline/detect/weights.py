@@ -39,7 +39,9 @@ def onnx_model() -> onnx.ModelProto:
     try:
         import onnx
     except ImportError as exc:  # pragma: no cover - onnx is a dependency of the detector
-        raise WeightsMissing("the onnx package is needed to read the RetinaFace weights: pip install onnx==1.23.2") from exc
+        raise WeightsMissing(
+            "the onnx package is needed to read the RetinaFace weights: pip install onnx==1.23.2"
+        ) from exc
     return onnx.load_from_string(onnx_bytes())
 
 

@@ -57,14 +57,16 @@ class Rois:
         return torch.cat((self.centres - half, self.centres + half), dim=1)
 
     @staticmethod
-    def empty(device: torch.device) -> "Rois":
+    def empty(device: torch.device) -> Rois:
         return Rois(torch.zeros(0, 2, device=device), torch.zeros(0, device=device), torch.zeros(0, device=device))
 
     @staticmethod
-    def cat(parts: "list[Rois]", device: torch.device) -> "Rois":
+    def cat(parts: list[Rois], device: torch.device) -> Rois:
         if not parts:
             return Rois.empty(device)
-        return Rois(*(torch.cat([getattr(part, name).to(device) for part in parts]) for name in ("centres", "sides", "turns")))
+        return Rois(
+            *(torch.cat([getattr(part, name).to(device) for part in parts]) for name in ("centres", "sides", "turns"))
+        )
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class Hands:
         return int(self.presence.shape[0])
 
     @staticmethod
-    def empty(device: torch.device) -> "Hands":
+    def empty(device: torch.device) -> Hands:
         return Hands(torch.zeros(0, 21, 2, device=device), torch.zeros(0, device=device))
 
 
@@ -161,7 +163,9 @@ def _towards_fingers(centres: torch.Tensor, distance: torch.Tensor, turns: torch
     return centres + torch.stack((distance * turns.sin(), -distance * turns.cos()), dim=1)
 
 
-def _crop_grid(centres: torch.Tensor, sides: torch.Tensor, turns: torch.Tensor, height: int, width: int) -> torch.Tensor:
+def _crop_grid(
+    centres: torch.Tensor, sides: torch.Tensor, turns: torch.Tensor, height: int, width: int
+) -> torch.Tensor:
     """grid_sample coordinates [K, 224, 224, 2] of each rotated square crop."""
     axis = (torch.arange(INPUT_SIZE, device=centres.device, dtype=torch.float32) + 0.5) / INPUT_SIZE - 0.5
     v, u = torch.meshgrid(axis, axis, indexing="ij")

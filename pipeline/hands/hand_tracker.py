@@ -55,7 +55,12 @@ class _Followed:
 
 class HandTracker:
     def __init__(
-        self, palms: PalmDetector, landmarker: HandLandmarker, *, every: int = 1, palm_every: int = 1,
+        self,
+        palms: PalmDetector,
+        landmarker: HandLandmarker,
+        *,
+        every: int = 1,
+        palm_every: int = 1,
         smoothing: OneEuroSettings | None = None,
     ) -> None:
         if every < 1 or palm_every < every:
@@ -73,7 +78,10 @@ class HandTracker:
         self._sessions.pop(session_id, None)
 
     def hands(
-        self, session_ids: list[str], frames: torch.Tensor | RgbFrames, faces: list[torch.Tensor],
+        self,
+        session_ids: list[str],
+        frames: torch.Tensor | RgbFrames,
+        faces: list[torch.Tensor],
         times: Sequence[float] | None = None,
     ) -> list[Hands]:
         """frames [B, 3, H, W] float RGB in [0, 1] (or uint8 [B, H, W, 3], model_input.py; or the
@@ -134,7 +142,12 @@ class HandTracker:
         return palm_due, look_due
 
     def _look(
-        self, session_ids: list[str], rgb: RgbFrames, faces: list[torch.Tensor], palm_due: list[int], look_due: list[int]
+        self,
+        session_ids: list[str],
+        rgb: RgbFrames,
+        faces: list[torch.Tensor],
+        palm_due: list[int],
+        look_due: list[int],
     ) -> dict[int, Hands]:
         """The hands in the frames due: the followed ones where they went, and new palms near faces."""
         device = rgb.tensor.device

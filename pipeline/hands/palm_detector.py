@@ -55,7 +55,12 @@ class Palms:
 
 class PalmDetector:
     def __init__(
-        self, device: torch.device, *, score_threshold: float = 0.5, nms_threshold: float = 0.3, path: Path | None = None
+        self,
+        device: torch.device,
+        *,
+        score_threshold: float = 0.5,
+        nms_threshold: float = 0.3,
+        path: Path | None = None,
     ) -> None:
         self.device = device
         self.score_threshold = score_threshold

@@ -105,7 +105,11 @@ class TfliteTorchGraph:
         if op.kind == "RESHAPE":
             if x.dim() == 4:
                 x = x.permute(0, 2, 3, 1)  # NHWC order for the flattening
-            shape = list(self._ints[op.inputs[1]].tolist()) if len(op.inputs) > 1 else list(self.graph.tensors[op.outputs[0]].shape)
+            shape = (
+                list(self._ints[op.inputs[1]].tolist())
+                if len(op.inputs) > 1
+                else list(self.graph.tensors[op.outputs[0]].shape)
+            )
             shape[0] = x.shape[0]  # any batch
             return x.reshape(shape)
         if op.kind == "CONCATENATION":

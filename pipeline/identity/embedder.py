@@ -53,8 +53,13 @@ class IdentityEmbedder:
         on either side drops that dimension (two vectors give a 0-d tensor). Inputs need not be unit
         length."""
         if a.ndim not in (1, 2) or b.ndim not in (1, 2) or a.shape[-1] != b.shape[-1]:
-            raise ValueError(f"embeddings must be [N, D] or [D] with the same D, not {list(a.shape)} and {list(b.shape)}")
-        matrix = F.normalize(a.float().reshape(-1, a.shape[-1]), dim=1) @ F.normalize(b.float().reshape(-1, b.shape[-1]), dim=1).T
+            raise ValueError(
+                f"embeddings must be [N, D] or [D] with the same D, not {list(a.shape)} and {list(b.shape)}"
+            )
+        matrix = (
+            F.normalize(a.float().reshape(-1, a.shape[-1]), dim=1)
+            @ F.normalize(b.float().reshape(-1, b.shape[-1]), dim=1).T
+        )
         if a.ndim == 1:
             matrix = matrix[0]
         if b.ndim == 1:

@@ -114,7 +114,9 @@ def onnx_model() -> onnx.ModelProto:
     return onnx.load_from_string(data)
 
 
-def dequantize_blocked(quantized: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, axis: int, block_size: int) -> np.ndarray:
+def dequantize_blocked(
+    quantized: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, axis: int, block_size: int
+) -> np.ndarray:
     """ONNX DequantizeLinear (opset 21) as float32: (q - zero_point) * scale, where along `axis` each
     run of `block_size` elements shares one scale and zero point (block_size 0: one per axis entry,
     or one for the whole tensor when the scale is a scalar)."""
@@ -147,7 +149,9 @@ def graph_tensors(model: onnx.ModelProto) -> dict[str, np.ndarray]:
         if node.op_type == "DequantizeLinear":
             attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
             quantized, scales = tensors[node.input[0]], tensors[node.input[1]]
-            zero_points = tensors[node.input[2]] if len(node.input) > 2 and node.input[2] else np.zeros_like(scales, np.int8)
+            zero_points = (
+                tensors[node.input[2]] if len(node.input) > 2 and node.input[2] else np.zeros_like(scales, np.int8)
+            )
             tensors[node.output[0]] = dequantize_blocked(
                 quantized, scales, zero_points, attributes.get("axis", 1), attributes.get("block_size", 0)
             )
@@ -204,7 +208,9 @@ def state_dict_from_onnx(model: onnx.ModelProto) -> dict[str, torch.Tensor]:
             raise ValueError(f"{conv.name} in the SFace graph is {found}, the port expects {expected}")
         weight = tensors[conv.input[1]].astype(np.float64)
         if weight.shape != tuple(module.conv.weight.shape):
-            raise ValueError(f"{conv.name} weight is {weight.shape}, the port expects {tuple(module.conv.weight.shape)}")
+            raise ValueError(
+                f"{conv.name} weight is {weight.shape}, the port expects {tuple(module.conv.weight.shape)}"
+            )
         batchnorm = follower(conv, "BatchNormalization")
         scale, shift = _batchnorm_affine(tensors, batchnorm)
         prelu = follower(batchnorm, "PRelu")

@@ -41,7 +41,9 @@ def crop_faces(
     """
     count = boxes.shape[0]
     if boxes.shape != (count, 4) or frame_index.shape != (count,):
-        raise ValueError(f"boxes must be [N, 4] and frame_index [N], got {tuple(boxes.shape)}, {tuple(frame_index.shape)}")
+        raise ValueError(
+            f"boxes must be [N, 4] and frame_index [N], got {tuple(boxes.shape)}, {tuple(frame_index.shape)}"
+        )
     if eyes is not None and eyes.shape != (count, 2, 2):
         raise ValueError(f"eyes must be [N, 2, 2], got {tuple(eyes.shape)}")
     device = frames.device

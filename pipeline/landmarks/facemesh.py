@@ -72,7 +72,9 @@ class Head(nn.Module):
 
     def __init__(self, blocks: int, outputs: int) -> None:
         super().__init__()
-        self.blocks = nn.Sequential(ResidualBlock(128, 128, 2), *(ResidualBlock(128, 128, 1) for _ in range(blocks - 1)))
+        self.blocks = nn.Sequential(
+            ResidualBlock(128, 128, 2), *(ResidualBlock(128, 128, 1) for _ in range(blocks - 1))
+        )
         self.reduce = nn.Conv2d(128, 32, 1)
         self.reduce_act = nn.PReLU(32)
         self.refine = ResidualBlock(32, 32, 1)

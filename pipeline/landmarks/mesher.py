@@ -29,7 +29,12 @@ class FaceMesher:
         self.dtype = torch.float16 if half else torch.float32
         # channels-last: the 1x1 convolutions' outputs come out that way anyway, and mixing layouts
         # slowed every residual ADD (13.4 -> 10.2 ms per crop on one thread of an AVX2 EPYC)
-        self.net = load_facemesh(weights).to(self.device, self.dtype).to(memory_format=torch.channels_last).requires_grad_(False)
+        self.net = (
+            load_facemesh(weights)
+            .to(self.device, self.dtype)
+            .to(memory_format=torch.channels_last)
+            .requires_grad_(False)
+        )
 
     def landmarks(self, crops: torch.Tensor) -> MeshResult:
         """crops: float RGB in [0, 1], [N, 192, 192, 3] or [N, 3, 192, 192] (best on `device`)."""

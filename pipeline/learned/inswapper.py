@@ -53,7 +53,9 @@ class InSwapper:
             raise ValueError(f"latents must be [{crops.shape[0]}, {LATENT_SIZE}], not {list(latents.shape)}")
         if crops.shape[0] == 0:
             return torch.zeros(0, 3, size, size, device=self.device)
-        out = self.graph.run({"target": crops.to(self.device, torch.float32), "source": latents.to(self.device, torch.float32)})
+        out = self.graph.run(
+            {"target": crops.to(self.device, torch.float32), "source": latents.to(self.device, torch.float32)}
+        )
         return out["output"].float().clamp(0.0, 1.0)
 
 
@@ -69,7 +71,9 @@ def load_inswapper(
         raise ModelFileInvalid(path, "no initializers, so no emap (the last initializer, 512 x 512)")
     last = model.graph.initializer[-1]
     if list(last.dims) != [LATENT_SIZE, LATENT_SIZE]:
-        raise ModelFileInvalid(path, f"the last initializer {last.name!r} should be the 512 x 512 emap, not {list(last.dims)}")
+        raise ModelFileInvalid(
+            path, f"the last initializer {last.name!r} should be the 512 x 512 emap, not {list(last.dims)}"
+        )
     emap = torch.from_numpy(numpy_helper.to_array(last).astype("float32")).to(device)
     names = {v.name for v in model.graph.input} - {i.name for i in model.graph.initializer}
     if names != {"target", "source"}:

@@ -67,7 +67,9 @@ def _matches(spec: TensorSpec, dims: Sequence[int]) -> bool:
         return True
     if len(spec.shape) != len(dims):
         return False
-    return spec.shape[0] in (1, None) and all(d is None or d == want for d, want in zip(spec.shape[1:], dims[1:], strict=True))
+    return spec.shape[0] in (1, None) and all(
+        d is None or d == want for d, want in zip(spec.shape[1:], dims[1:], strict=True)
+    )
 
 
 def _show(spec: TensorSpec) -> str:

@@ -76,7 +76,9 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     for attribute in node.attribute:
         if attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            raise UnsupportedOperator(f"node {node.name!r} ({node.op_type}) has a subgraph; subgraphs are not supported")
+            raise UnsupportedOperator(
+                f"node {node.name!r} ({node.op_type}) has a subgraph; subgraphs are not supported"
+            )
         value = helper.get_attribute_value(attribute)
         if isinstance(value, bytes):
             value = value.decode()
@@ -94,7 +96,12 @@ def _constant_value(node: onnx.NodeProto, attrs: dict[str, Any]) -> Any:
 
     if "value" in attrs:
         return attrs["value"]
-    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64), ("value_ints", np.int64)):
+    for key, dtype in (
+        ("value_float", np.float32),
+        ("value_floats", np.float32),
+        ("value_int", np.int64),
+        ("value_ints", np.int64),
+    ):
         if key in attrs:
             return np.asarray(attrs[key], dtype=dtype)
     raise UnsupportedOperator(f"Constant node {node.name!r} has no supported value attribute")
@@ -114,7 +121,9 @@ class OnnxTorchGraph:
         self.outputs = tuple(_spec(v) for v in graph.output)
         nodes = list(graph.node)
 
-        unsupported = [n for n in nodes if n.domain not in ("", "ai.onnx") or (n.op_type not in OPS and n.op_type != "Constant")]
+        unsupported = [
+            n for n in nodes if n.domain not in ("", "ai.onnx") or (n.op_type not in OPS and n.op_type != "Constant")
+        ]
         if unsupported:
             first = unsupported[0]
             kinds = sorted({f"{n.domain + '.' if n.domain else ''}{n.op_type}" for n in unsupported})

@@ -57,7 +57,9 @@ def _torch_pad(begins: list[int], ends: list[int]) -> list[int]:
     return out
 
 
-def _geometry(attrs: dict[str, Any], x: torch.Tensor, kernel: list[int]) -> tuple[list[int], list[int], list[int], list[int]]:
+def _geometry(
+    attrs: dict[str, Any], x: torch.Tensor, kernel: list[int]
+) -> tuple[list[int], list[int], list[int], list[int]]:
     rank = x.ndim - 2
     strides = [int(s) for s in attrs.get("strides", [1] * rank)]
     dilations = [int(d) for d in attrs.get("dilations", [1] * rank)]

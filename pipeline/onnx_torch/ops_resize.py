@@ -61,9 +61,7 @@ def _pad(ctx: RunContext, attrs: dict[str, Any], inputs: list[Value]) -> torch.T
     return out.reshape(*lead, *out.shape[1:])
 
 
-def _source_coordinates(
-    mode: str, out_size: int, in_size: int, scale: float, transform: str
-) -> torch.Tensor:
+def _source_coordinates(mode: str, out_size: int, in_size: int, scale: float, transform: str) -> torch.Tensor:
     """Where output index x samples the input, in input index units (float64), per ONNX Resize."""
     x = torch.arange(out_size, dtype=torch.float64)
     if transform == "half_pixel":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+
 def _down(x: torch.Tensor) -> torch.Tensor:
     """Binomial blur (edges replicated), then every second pixel; computed only at the pixels
     kept, as strided sums along each axis (a depthwise convolution took five times as long on a CPU)."""

@@ -8,9 +8,7 @@ import math
 
 import torch
 
-_RGB_TO_YCC = torch.tensor(
-    [[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]]
-)
+_RGB_TO_YCC = torch.tensor([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])
 _YCC_TO_RGB = torch.linalg.inv(_RGB_TO_YCC.double()).float()
 # Limits on the std ratio: a face in deep shadow must not be stretched into noise.
 STD_RATIO = (0.67, 1.5)

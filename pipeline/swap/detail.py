@@ -15,7 +15,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-
 # Relative local area (to the face's median) from which the source counts as stretched, and
 # below which it shows no more; in between the swap fades.
 FULL_DETAIL = 0.5

@@ -47,7 +47,12 @@ class LearnedSwapper:
         return self.inswapper.latent(self.arcface.embed(crops))[0]
 
     def swap(
-        self, rgb: torch.Tensor, frames_u8: torch.Tensor, five: torch.Tensor, frame_index: torch.Tensor, latents: torch.Tensor
+        self,
+        rgb: torch.Tensor,
+        frames_u8: torch.Tensor,
+        five: torch.Tensor,
+        frame_index: torch.Tensor,
+        latents: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """New frames [B, 3, H, W] and where they changed [B, 1, H, W] (bool)."""
         crops, transforms = align_faces(frames_u8, five, frame_index, size=128, template=ARCFACE_128)

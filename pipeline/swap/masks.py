@@ -116,7 +116,9 @@ def apertures(points: torch.Tensor) -> torch.Tensor:
     inter-ocular distance, from mesh points [N, 468, 2+] (any pixel unit)."""
     xy = points[..., :2]
     scale = (xy[:, EYE_OUTER_CORNERS[0]] - xy[:, EYE_OUTER_CORNERS[1]]).norm(dim=-1).clamp_min(1e-6)
-    gaps = [(xy[:, up] - xy[:, low]).norm(dim=-1) for up, low in (EYE_IMAGE_LEFT_LIDS, EYE_IMAGE_RIGHT_LIDS, MOUTH_LIPS)]
+    gaps = [
+        (xy[:, up] - xy[:, low]).norm(dim=-1) for up, low in (EYE_IMAGE_LEFT_LIDS, EYE_IMAGE_RIGHT_LIDS, MOUTH_LIPS)
+    ]
     return torch.stack(gaps, dim=1) / scale[:, None]
 
 
@@ -128,7 +130,9 @@ def openness(points: torch.Tensor) -> torch.Tensor:
     return ((ratio - low) / (high - low)).clamp(0.0, 1.0)
 
 
-def face_masks(points: torch.Tensor, size: int, keep_eyes_mouth: bool = True, resolution: int | None = None) -> FaceMasks:
+def face_masks(
+    points: torch.Tensor, size: int, keep_eyes_mouth: bool = True, resolution: int | None = None
+) -> FaceMasks:
     """The masks of each face from its target mesh points [N, 468, 2+] in region pixels, as
     R x R maps (R = size). resolution (default R): the side at which the oval's maps are drawn
     and feathered, then scaled up bilinearly; they are smooth but for their edges, so half of R
@@ -173,7 +177,9 @@ def _parts(xy: torch.Tensor, size: int) -> torch.Tensor:
     # in one fill: each padded to the longest by repeating its last vertex (an edge of length 0
     # crosses no row)
     longest = max(len(polygon) for polygon in polygons)
-    padded = [torch.cat((outline, outline[:, -1:].expand(-1, longest - outline.shape[1], -1)), dim=1) for outline in outlines]
+    padded = [
+        torch.cat((outline, outline[:, -1:].expand(-1, longest - outline.shape[1], -1)), dim=1) for outline in outlines
+    ]
     filled = polygon_masks(torch.stack(padded, dim=1).flatten(0, 1), size).view(-1, 3, size, size)
     return filled
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 
 from pipeline.swap.blend import alpha_change, multiband_change
 from pipeline.swap.color_match import match_colour
@@ -75,7 +74,9 @@ class MeshSwapper:
     def reach(self, target_points: torch.Tensor, height: int, width: int) -> tuple[int, int, int, int]:
         """(top, bottom, left, right): the box of H x W frame pixels that a swap of faces with these
         mesh points [N, 468, 2+] can change; a caller may swap within just that window of its frames."""
-        regions = face_regions(target_points[..., :2].float(), torch.zeros(len(target_points), dtype=torch.long), self.region_size)
+        regions = face_regions(
+            target_points[..., :2].float(), torch.zeros(len(target_points), dtype=torch.long), self.region_size
+        )
         return covering_window(regions, height, width)
 
     def swap(
@@ -105,7 +106,12 @@ class MeshSwapper:
         if frames_rgb.dim() != 4 or frames_rgb.shape[1] != 3 or not frames_rgb.is_floating_point():
             raise ValueError(f"frames_rgb must be float [B, 3, H, W], got {tuple(frames_rgb.shape)} {frames_rgb.dtype}")
         count = target_points.shape[0]
-        if target_points.dim() != 3 or target_points.shape[2] < 2 or frame_index.shape != (count,) or len(sources) != count:
+        if (
+            target_points.dim() != 3
+            or target_points.shape[2] < 2
+            or frame_index.shape != (count,)
+            or len(sources) != count
+        ):
             raise ValueError(
                 f"need target_points [N, K, 2+], frame_index [N] and N sources; got {tuple(target_points.shape)}, "
                 f"{tuple(frame_index.shape)}, {len(sources)}"
@@ -118,7 +124,9 @@ class MeshSwapper:
             empty = torch.zeros(0, 1, size, size, device=self.device)
             no_masks = FaceMasks(empty, empty, empty, empty)
             no_grid = torch.zeros(0, size, size, 2, device=self.device)
-            return SwapResult(frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, no_grid, empty, empty)
+            return SwapResult(
+                frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, no_grid, empty, empty
+            )
 
         images, source_points, controls = _source_batch(sources, self.device)
         region_points = regions.to_region(points)
@@ -129,7 +137,11 @@ class MeshSwapper:
             hidden = hidden_on_turned_heads(target_points.to(self.device, torch.float32))
             hidden = None if hidden is None else hidden.gather(1, controls)
         grid = source_grid(
-            region_points.gather(1, at_controls), source_points.gather(1, at_controls), images.shape[-2:], size, hidden=hidden
+            region_points.gather(1, at_controls),
+            source_points.gather(1, at_controls),
+            images.shape[-2:],
+            size,
+            hidden=hidden,
         )
         masks = face_masks(region_points, size, self.keep_eyes_mouth, self.mask_resolution)
         detail = detail_weight(grid, images.shape[-2:], masks.skin)

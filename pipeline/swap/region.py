@@ -42,7 +42,9 @@ class FaceRegions:
         return points[..., :2] * (self.side / self.size)[:, None, None] + self.origin[:, None]
 
 
-def face_regions(points: torch.Tensor, frame_index: torch.Tensor, size: int, margin: float = DEFAULT_MARGIN) -> FaceRegions:
+def face_regions(
+    points: torch.Tensor, frame_index: torch.Tensor, size: int, margin: float = DEFAULT_MARGIN
+) -> FaceRegions:
     """Square regions centred on each mesh's bounding box (points [N, K, 2+] in frame pixels)."""
     xy = points[..., :2]
     low, high = xy.amin(dim=1), xy.amax(dim=1)
@@ -76,7 +78,15 @@ def _in_frame(
         x0, y0 = x0 - origin[1], y0 - origin[0]  # whole pixels: the result never depends on origin
         top, bottom, left, right = max(y0, 0), min(y0 + p, height), max(x0, 0), min(x0 + p, width)
         if top < bottom and left < right:
-            parts.append((face, slice(top, bottom), slice(left, right), slice(top - y0, bottom - y0), slice(left - x0, right - x0)))
+            parts.append(
+                (
+                    face,
+                    slice(top, bottom),
+                    slice(left, right),
+                    slice(top - y0, bottom - y0),
+                    slice(left - x0, right - x0),
+                )
+            )
     return parts
 
 

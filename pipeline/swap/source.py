@@ -64,7 +64,14 @@ class SourceFace:
         )
 
 
-def mesh_points(frames: torch.Tensor, boxes: torch.Tensor, eyes: torch.Tensor, frame_index: torch.Tensor, mesher: FaceMesher, refine: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def mesh_points(
+    frames: torch.Tensor,
+    boxes: torch.Tensor,
+    eyes: torch.Tensor,
+    frame_index: torch.Tensor,
+    mesher: FaceMesher,
+    refine: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mesh points [N, 468, 3] in frame pixels and scores [N] for faces at `boxes` with `eyes`
     [N, 2, 2] in `frames` [B, H, W, 3] uint8; `refine` more passes re-crop on the mesh's own
     extent (MediaPipe's tracking ROI), which steadies the points."""
@@ -89,7 +96,11 @@ def analyse_source(
         return None
     frame, found, best = upright.frame, upright.faces, upright.largest
     points, scores = mesh_points(
-        frame, found.boxes[best : best + 1], found.keypoints[best : best + 1, :2], torch.zeros(1, dtype=torch.long, device=device), mesher
+        frame,
+        found.boxes[best : best + 1],
+        found.keypoints[best : best + 1, :2],
+        torch.zeros(1, dtype=torch.long, device=device),
+        mesher,
     )
     if float(scores[0]) <= MIN_MESH_SCORE:
         return None
@@ -110,7 +121,9 @@ def analyse_source(
     image, in_photo = image.clamp(0.0, 1.0).split((3, 1))
     crop_points = ((xy - torch.tensor([x0, y0], device=device, dtype=xy.dtype)) * (size / side)).contiguous()
     face_size = float((high - low).amax())
-    return SourceFace(image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo, image), face_size=face_size)
+    return SourceFace(
+        image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo, image), face_size=face_size
+    )
 
 
 # Quarter turns tried, in order, when a photo shows no face as it is: on its side either way is

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from pipeline.swap.color_match import rgb_to_ycc
 from pipeline.swap.masks import box_blur, dilate, erode, polygon_masks
-from pipeline.swap.topology import BROW_IMAGE_LEFT, BROW_IMAGE_RIGHT, EYE_OUTER_CORNERS, FACE_OVAL, MOUTH_LIPS
+from pipeline.swap.topology import EYE_OUTER_CORNERS, FACE_OVAL, MOUTH_LIPS
 
 # Fractions of the face's width inside the outline: the weight is 0 up to OUTLINE_INSET - FEATHER,
 # 1/2 at OUTLINE_INSET and 1 from OUTLINE_INSET + FEATHER on (whole pixels: about 1.7 %, 3 % and
@@ -96,8 +96,11 @@ def colourless_edges(image: torch.Tensor, points: torch.Tensor, oval: torch.Tens
     if float(skin_colour) < SKIN_COLOUR_AT_LEAST:  # a black-and-white photo: colour tells nothing
         return torch.zeros_like(oval)
     outside = ~inside & above_mouth
-    found = grown_into(outside, outside | (inside & above_mouth & (colour < COLOURLESS * skin_colour)),
-                       max(1, round(COLOURLESS_DEPTH * width)))
+    found = grown_into(
+        outside,
+        outside | (inside & above_mouth & (colour < COLOURLESS * skin_colour)),
+        max(1, round(COLOURLESS_DEPTH * width)),
+    )
     return (found & inside).float()
 
 
@@ -165,4 +168,3 @@ def brow_line(xy: torch.Tensor, size: int) -> torch.Tensor:
     left = right - 1
     t = ((columns - x[left]) / (x[right] - x[left]).clamp_min(1e-6)).clamp(0.0, 1.0)
     return (y[left] + (y[right] - y[left]) * t)[None]
-

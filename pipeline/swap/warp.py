@@ -39,7 +39,9 @@ from pipeline.swap.topology import (
 
 # The mesh points the spline always goes through: the contours of the face's features.
 FEATURE_POINTS = tuple(
-    sorted(set(FACE_OVAL + EYE_IMAGE_LEFT + EYE_IMAGE_RIGHT + INNER_LIPS + OUTER_LIPS + BROW_IMAGE_LEFT + BROW_IMAGE_RIGHT))
+    sorted(
+        set(FACE_OVAL + EYE_IMAGE_LEFT + EYE_IMAGE_RIGHT + INNER_LIPS + OUTER_LIPS + BROW_IMAGE_LEFT + BROW_IMAGE_RIGHT)
+    )
 )
 SPLINE_CONTROLS = 256
 
@@ -67,7 +69,10 @@ class ThinPlateSpline:
         from squared distances (one fused matrix product, no square roots) as r2 log r2 = 2 U."""
         control = self.control
         r2 = torch.baddbmm(
-            points.square().sum(-1, keepdim=True) + control.square().sum(-1)[:, None], points, control.transpose(1, 2), alpha=-2
+            points.square().sum(-1, keepdim=True) + control.square().sum(-1)[:, None],
+            points,
+            control.transpose(1, 2),
+            alpha=-2,
         )
         kernel = r2.clamp_min_(1e-30).log().mul_(r2)
         return kernel @ (0.5 * self.weights) + self.affine[:, :1] + points @ self.affine[:, 1:]

@@ -137,7 +137,9 @@ def _speed(slope: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
     residual = (slope - affine).norm(dim=-1, keepdim=True)
     noise = residual.median(dim=1, keepdim=True).values
     affine_floor = AFFINE_SIGMAS * math.sqrt(3 / count) * noise
-    return (affine.norm(dim=-1, keepdim=True) - affine_floor).clamp_min(0) + (residual - RESIDUAL_SIGMAS * noise).clamp_min(0)
+    return (affine.norm(dim=-1, keepdim=True) - affine_floor).clamp_min(0) + (
+        residual - RESIDUAL_SIGMAS * noise
+    ).clamp_min(0)
 
 
 class OneEuroFilter:

@@ -163,7 +163,11 @@ class Tracker:
                 reason = "no_faces"
             elif any(track.misses for track in tracks):
                 reason = "lost"
-            elif state is not None and state.since_detection + 1 >= settings.detect_every and len(tracks) < settings.max_faces:
+            elif (
+                state is not None
+                and state.since_detection + 1 >= settings.detect_every
+                and len(tracks) < settings.max_faces
+            ):
                 reason = "periodic"
             crops = tuple(FaceCrop(track.id, track.box, track.eyes) for track in tracks)
             plans.append(SessionPlan(session_id, frame_time, reason, crops))
@@ -191,7 +195,12 @@ class Tracker:
         eyes = detections.keypoints[:, :2]
         recovered = {tracks[t].id: d for d, t in matched.items() if tracks[t].misses}
         crops = [
-            FaceCrop(crop.track_id, detections.boxes[recovered[crop.track_id]], eyes[recovered[crop.track_id]], from_detection=True)
+            FaceCrop(
+                crop.track_id,
+                detections.boxes[recovered[crop.track_id]],
+                eyes[recovered[crop.track_id]],
+                from_detection=True,
+            )
             if crop.track_id in recovered
             else crop
             for crop in plan.crops

@@ -41,7 +41,9 @@ async def get_account(request: web.Request) -> web.Response:
 async def create_account(request: web.Request) -> web.Response:
     require_admin(request)
     body = await json_object(request)
-    account, api_key = await request.app[ACCOUNTS].create(body.get("id"), body.get("tier", "free"), body.get("balance", 0))
+    account, api_key = await request.app[ACCOUNTS].create(
+        body.get("id"), body.get("tier", "free"), body.get("balance", 0)
+    )
     return web.json_response({**describe(request, account), "api_key": api_key}, status=201)
 
 

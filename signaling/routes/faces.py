@@ -6,8 +6,8 @@ import asyncio
 
 from aiohttp import web
 
-from pipeline.images import decode_image
 from pipeline.faces import NoFaceFound
+from pipeline.images import decode_image
 from signaling.app_keys import FACES, PHOTO_ANALYSIS, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError

@@ -77,7 +77,7 @@ async def set_session_face(request: web.Request) -> web.Response:
     body = await json_object(request, '{"face_id": "..."}')
     # a missing face_id is a typo, not "stop swapping": that takes an explicit null
     if "face_id" not in body or not (body["face_id"] is None or isinstance(body["face_id"], str)):
-        raise ApiError(400, "invalid_body", "expected {\"face_id\": \"...\"} (or null to stop swapping)")
+        raise ApiError(400, "invalid_body", 'expected {"face_id": "..."} (or null to stop swapping)')
     session.set_face(body.get("face_id"))
     return web.json_response(session.snapshot())
 

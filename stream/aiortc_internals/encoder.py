@@ -39,9 +39,7 @@ class FastH264Encoder(H264Encoder):
     come from the parent; only the codec setup is ours.
     """
 
-    def _encode_frame(
-        self, frame: av.VideoFrame, force_keyframe: bool
-    ) -> Iterator[bytes]:
+    def _encode_frame(self, frame: av.VideoFrame, force_keyframe: bool) -> Iterator[bytes]:
         if self.codec is not None and self._needs_new_codec(frame):
             # a new size or bitrate needs a new x264 instance
             self.buffer_data = b""
@@ -49,11 +47,7 @@ class FastH264Encoder(H264Encoder):
             self.codec = None
 
         # I forces a keyframe (PLI / new receiver); NONE lets x264 decide
-        frame.pict_type = (
-            av.video.frame.PictureType.I
-            if force_keyframe
-            else av.video.frame.PictureType.NONE
-        )
+        frame.pict_type = av.video.frame.PictureType.I if force_keyframe else av.video.frame.PictureType.NONE
 
         if self.codec is None:
             self.codec = self._open_codec(frame.width, frame.height)
@@ -85,9 +79,7 @@ class FastH264Encoder(H264Encoder):
         }
         # baseline: no B-frames, no CABAC; what every WebRTC peer decodes
         codec.profile = "Baseline"
-        logger.debug(
-            "libx264 ultrafast %dx%d at %d bps", width, height, self.target_bitrate
-        )
+        logger.debug("libx264 ultrafast %dx%d at %d bps", width, height, self.target_bitrate)
         return codec
 
 

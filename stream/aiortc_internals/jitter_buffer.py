@@ -10,7 +10,6 @@ parent's `_origin`, `_packets` and `_prefetch`, and the `_data` RTCRtpReceiver s
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtpPacket
@@ -39,7 +38,7 @@ class MarkerJitterBuffer(JitterBuffer):
     frames or padding), not instantly.
     """
 
-    def _remove_frame(self, sequence_number: int) -> Optional[JitterFrame]:
+    def _remove_frame(self, sequence_number: int) -> JitterFrame | None:
         # prefetch is an audio feature (hold N frames); keep the parent's
         # semantics there rather than silently ignoring it.
         if self._prefetch:
@@ -61,7 +60,7 @@ class MarkerJitterBuffer(JitterBuffer):
                 frame.timestamp,
             )
 
-    def _first_complete_group(self) -> Optional[tuple[int, JitterFrame]]:
+    def _first_complete_group(self) -> tuple[int, JitterFrame] | None:
         """Return (packet count, frame) for the group at the origin, if complete."""
         if self._origin is None:
             return None

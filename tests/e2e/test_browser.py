@@ -177,7 +177,9 @@ def test_rejected_upload_shows_the_servers_message(server: ServerProcess, browse
     driver.find_element("id", "reference-file").send_keys(str(face_path("biden.jpg")))
     wait_for(lambda: driver.execute_script("return window.facefuse.referenceId;"), 10, "the good photo uploaded")
     assert alert_text(driver).strip() == ""
-    assert driver.execute_script("return document.getElementById('status').dataset.kind;") != "error", text_of(driver, "status")
+    assert driver.execute_script("return document.getElementById('status').dataset.kind;") != "error", text_of(
+        driver, "status"
+    )
     assert driver.find_element("id", "status").is_displayed()
 
 
@@ -326,7 +328,9 @@ def test_a_photo_chosen_while_start_waits_is_the_one_used(server: ServerProcess,
     assert alert_text(driver).strip() == "", "no error: the newer photo is still on its way"
     assert driver.execute_script("return window.facefuse.pc;") is None, "no session before the chosen photo is in"
     driver.execute_script("window.letUploadGo();")
-    session_id = wait_for(lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session")
+    session_id = wait_for(
+        lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session"
+    )
     face_id = driver.execute_script("return window.facefuse.faceId;")
     status, snapshot = http_json("GET", f"{server.base_url}/api/sessions/{session_id}")
     assert status == 200 and face_id and snapshot["face_id"] == face_id, snapshot
@@ -341,7 +345,9 @@ def test_a_newer_photo_does_not_wait_for_the_one_it_replaced(server: ServerProce
     """The replaced photo's upload may hang: once the newer one is in, the session starts with it."""
     driver = start_waiting_on_two_held_photos(server, browser)
     driver.execute_script("window.letNewestUploadGo();")  # the first stays held: a stalled request
-    session_id = wait_for(lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session")
+    session_id = wait_for(
+        lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 15, "session"
+    )
     face_id = driver.execute_script("return window.facefuse.faceId;")
     status, face = http_json("GET", f"{server.base_url}/api/faces/{face_id}")
     height, width = face_rgb("grace_hopper.jpg").shape[:2]
@@ -417,11 +423,15 @@ def test_which_faces_to_swap_is_chosen_on_the_page(server: ServerProcess, browse
     # another reference photo: the session takes it, and the replaced one leaves the face library
     driver.find_element("id", "reference-file").send_keys(str(face_path("biden.jpg")))
     second = wait_for(
-        lambda: (lambda r: r if r and r != reference else None)(driver.execute_script("return window.facefuse.referenceId;")),
+        lambda: (lambda r: r if r and r != reference else None)(
+            driver.execute_script("return window.facefuse.referenceId;")
+        ),
         10,
         "second reference upload",
     )
     wait_for(lambda: options_now() == {"swap": "reference", "reference_face_id": second}, 5, "the new reference")
-    wait_for(lambda: http_json("GET", f"{server.base_url}/api/faces/{reference}")[0] == 404, 5, "the replaced photo deleted")
+    wait_for(
+        lambda: http_json("GET", f"{server.base_url}/api/faces/{reference}")[0] == 404, 5, "the replaced photo deleted"
+    )
     assert http_json("GET", f"{server.base_url}/api/faces/{second}")[0] == 200
     stop_and_see_the_session_end(driver, server)

@@ -28,9 +28,13 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def field_after_the_page_asked(driver, base_url: str) -> tuple[bool, object]:
     """(whether the API-key field shows, what the page learned of the server's accounts)."""
     driver.get(base_url + "/")
-    local = wait_for(lambda: driver.execute_script("return window.facefuse.localAccount === null ? null : "
-                                                   "String(window.facefuse.localAccount);"),
-                     timeout=10, message="the page did not learn whether the server runs the local account")
+    local = wait_for(
+        lambda: driver.execute_script(
+            "return window.facefuse.localAccount === null ? null : String(window.facefuse.localAccount);"
+        ),
+        timeout=10,
+        message="the page did not learn whether the server runs the local account",
+    )
     return driver.find_element("id", "api-key").is_displayed(), local
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from support.browser import (
-    ServerProcess,
     NUMBER,
+    ServerProcess,
     alert_text,
     chromium,
     chromium_flags,
@@ -32,15 +32,26 @@ TOKENS = re.compile(r"^\s*(\d+(?:\.\d+)?) tokens")
 @pytest.fixture(scope="module")
 def metered_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     # Short thresholds so a low balance shows the slow level within seconds.
-    args = ("--admin-key", ADMIN, "--quota-setting", "slow_below_s=20", "--quota-setting", "crawl_below_s=2",
-            "--quota-setting", "grace_s=3")
+    args = (
+        "--admin-key",
+        ADMIN,
+        "--quota-setting",
+        "slow_below_s=20",
+        "--quota-setting",
+        "crawl_below_s=2",
+        "--quota-setting",
+        "grace_s=3",
+    )
     with served(tmp_path_factory.mktemp("metered") / "server.log", chain="invert", extra_args=args) as process:
         yield process
 
 
 def create_account(server: ServerProcess, account_id: str, balance: float) -> str:
     status, body = http_json(
-        "POST", f"{server.base_url}/api/admin/accounts", body={"id": account_id, "tier": "paid", "balance": balance}, token=ADMIN
+        "POST",
+        f"{server.base_url}/api/admin/accounts",
+        body={"id": account_id, "tier": "paid", "balance": balance},
+        token=ADMIN,
     )
     assert status == 201, body
     return body["api_key"]
@@ -91,8 +102,11 @@ def test_page_shows_balance_burn_rate_and_level_live(metered_server, driver):
 
 def test_page_shows_the_slow_level_when_tokens_run_low(metered_server, driver):
     start_with_key(driver, metered_server, create_account(metered_server, "pete", balance=15))
-    wait_for(lambda: driver.execute_script("return document.getElementById('stat-level').dataset.level;") == "slow",
-             15, "level shown as slow")
+    wait_for(
+        lambda: driver.execute_script("return document.getElementById('stat-level').dataset.level;") == "slow",
+        15,
+        "level shown as slow",
+    )
     assert "Tokens running low" in text_of(driver, "status")
     assert "15 fps" in text_of(driver, "status")
     # at 15 fps a token lasts twice as long: time left is read at the rate the session spends now
@@ -112,7 +126,9 @@ def test_a_session_that_runs_out_of_tokens_says_so_when_the_server_ends_it(meter
     start_with_key(driver, metered_server, create_account(metered_server, "quin", balance=0.5))
     wait_for(lambda: "out of tokens" in alert_text(driver), 20, "the stopped level told")
     # the alert says why, the status line under it counts down: each said once
-    countdown = wait_for(lambda: "The session ends in" in text_of(driver, "status") and text_of(driver, "status"), 5, "the countdown")
+    countdown = wait_for(
+        lambda: "The session ends in" in text_of(driver, "status") and text_of(driver, "status"), 5, "the countdown"
+    )
     assert "out of tokens" not in countdown and driver.find_element("id", "status").is_displayed()
     wait_for(lambda: "The session ended: you are out of tokens." in alert_text(driver), 15, "the end told")
     assert driver.execute_script("return window.facefuse.pc;") is None

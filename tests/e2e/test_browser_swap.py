@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_face_swap_server import identity  # SFace identity of the largest face
 
 from support.browser import (
     VIDEO_GREY_JS,
@@ -24,14 +25,15 @@ from support.browser import (
     write_y4m,
 )
 from support.server import face_rgb
-from test_face_swap_server import identity  # SFace identity of the largest face
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with served(tmp_path_factory.mktemp("swap") / "server.log", chain="mesh", ready_timeout=60, stop_timeout=10) as process:
+    with served(
+        tmp_path_factory.mktemp("swap") / "server.log", chain="mesh", ready_timeout=60, stop_timeout=10
+    ) as process:
         yield process
 
 

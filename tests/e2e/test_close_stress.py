@@ -14,8 +14,8 @@ import pytest
 from client.facefuse_client import FacefuseClient
 from client.image_track import ImageTrack
 from signaling.app_keys import SESSIONS
-from support.server import face_rgb, running_server, wait_until
 from support.metering import ADMIN, create_account, metered_settings
+from support.server import face_rgb, running_server, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -38,9 +38,14 @@ async def test_twenty_metered_sessions_closed_at_once_ten_times_return_every_lea
                     sessions = await asyncio.gather(
                         *(owner.connect(ImageTrack(picture, width=160, height=120, fps=15)) for owner in owners)
                     )
-                    await wait_until(lambda: all(s.frames_received >= 3 for s in sessions), timeout=60)
+                    await wait_until(
+                        lambda sessions=sessions: all(s.frames_received >= 3 for s in sessions), timeout=60
+                    )
                     await asyncio.gather(
-                        *(owner.request("DELETE", f"/api/sessions/{s.session_id}") for owner, s in zip(owners, sessions))
+                        *(
+                            owner.request("DELETE", f"/api/sessions/{s.session_id}")
+                            for owner, s in zip(owners, sessions)
+                        )
                     )
                     await asyncio.gather(*(s.close() for s in sessions))
                     await wait_until(lambda: app[SESSIONS].all() == [], timeout=15)
@@ -51,7 +56,9 @@ async def test_twenty_metered_sessions_closed_at_once_ten_times_return_every_lea
                         details = await admin.request("GET", f"/api/admin/accounts/acct{n}")
                         leases = [entry for entry in details["history"] if entry["kind"] == "session"]
                         assert len(leases) == 4 * (round_ + 1), f"round {round_}: acct{n}"
-                        assert not any(entry["open"] for entry in leases), f"round {round_}: acct{n} has a lease still open"
+                        assert not any(entry["open"] for entry in leases), (
+                            f"round {round_}: acct{n} has a lease still open"
+                        )
             finally:
                 for client in clients:
                     await client.__aexit__(None, None, None)

@@ -46,7 +46,11 @@ async def test_upload_analyses_the_face_and_the_session_gets_swapped_video():
             with pytest.raises(ServerError) as caught:
                 await client.upload_face(encode_still(np.full((240, 320, 3), 90, np.uint8), "png"), "image/png")
             assert caught.value.status == 422 and caught.value.code == "no_face"
-            tiny = av.VideoFrame.from_ndarray(face_rgb("obama.jpg"), format="rgb24").reformat(72, 90).to_ndarray(format="rgb24")
+            tiny = (
+                av.VideoFrame.from_ndarray(face_rgb("obama.jpg"), format="rgb24")
+                .reformat(72, 90)
+                .to_ndarray(format="rgb24")
+            )
             with pytest.raises(ServerError) as caught:  # a face about 24 px across
                 await client.upload_face(encode_still(tiny, "png"), "image/png")
             assert caught.value.status == 422 and caught.value.code == "face_too_small", caught.value
@@ -70,7 +74,9 @@ async def test_upload_analyses_the_face_and_the_session_gets_swapped_video():
                 received = session.received[-1].frame.to_ndarray(format="rgb24")
                 to_source = float(identity(received) @ identity(face_rgb("grace_hopper.jpg")))
                 to_target = float(identity(received) @ identity(face_rgb("obama.jpg")))
-                print(f"received face: SFace {to_source:.3f} to the source (Grace Hopper), {to_target:.3f} to the target")
+                print(
+                    f"received face: SFace {to_source:.3f} to the source (Grace Hopper), {to_target:.3f} to the target"
+                )
                 assert to_source > to_target, "the received face has the source's identity"
 
                 await client.request("POST", f"/api/sessions/{session.session_id}/face", json={"face_id": None})
@@ -104,7 +110,9 @@ async def test_a_camera_with_an_odd_frame_size_gets_swapped_video():
     async with running_server(loopback_settings("mesh")) as (url, app):
         async with FacefuseClient(url) as client:
             hopper = await client.upload_face(face_path("grace_hopper.jpg").read_bytes())
-            session = await client.connect(OddSizedCamera(top_at_aspect(face_rgb("obama.jpg"), 683, 385)), face_id=hopper)
+            session = await client.connect(
+                OddSizedCamera(top_at_aspect(face_rgb("obama.jpg"), 683, 385)), face_id=hopper
+            )
             try:
                 await wait_until(lambda: session.frames_received >= 15, timeout=60)
                 stats = await client.request("GET", f"/api/sessions/{session.session_id}")
@@ -112,7 +120,9 @@ async def test_a_camera_with_an_odd_frame_size_gets_swapped_video():
                 assert (stats["width"], stats["height"]) == (683, 385), "the server decoded the odd size"
                 received = session.received[-1].frame
                 assert (received.width, received.height) == (682, 384)  # the last column and row dropped
-                to_source = float(identity(received.to_ndarray(format="rgb24")) @ identity(face_rgb("grace_hopper.jpg")))
+                to_source = float(
+                    identity(received.to_ndarray(format="rgb24")) @ identity(face_rgb("grace_hopper.jpg"))
+                )
                 to_target = float(identity(received.to_ndarray(format="rgb24")) @ identity(face_rgb("obama.jpg")))
                 print(f"odd-sized camera: SFace {to_source:.3f} to the source, {to_target:.3f} to the target")
                 assert to_source > to_target
@@ -133,7 +143,10 @@ async def test_a_phone_photo_taken_sideways_is_swapped_upright():
             try:
                 await wait_until(lambda: session.frames_received >= 15, timeout=60)
                 received = session.received[-1].frame.to_ndarray(format="rgb24")
-                to_source, to_target = float(identity(received) @ identity(hopper)), float(identity(received) @ identity(face_rgb("obama.jpg")))
+                to_source, to_target = (
+                    float(identity(received) @ identity(hopper)),
+                    float(identity(received) @ identity(face_rgb("obama.jpg"))),
+                )
                 print(f"sideways phone photo: SFace {to_source:.3f} to the source, {to_target:.3f} to the target")
                 assert to_source > to_target
             finally:

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from client.facefuse_client import FacefuseClient, ServerError
-from client.frame_stamp import read_stamp
 from client.image_track import ImageTrack
 from pipeline.runner import FrameResult
 from signaling.app_keys import SESSIONS
 from support.metering import ADMIN, InvertedLog, create_account, metered_settings, sent_fps
 from support.server import face_rgb, running_server, wait_until
+
 
 async def test_charges_match_processed_frames(store_url):
     async with running_server(metered_settings(store_url)) as (url, app):
@@ -31,7 +31,9 @@ async def test_charges_match_processed_frames(store_url):
                 sent = final["frames_out"]
                 account = await ivy.request("GET", "/api/account")
                 charged = 100 - account["balance"]
-                print(f"processed {final['frames_processed']}, sent {sent} frames at 640x480, charged {charged:.4f} tokens")
+                print(
+                    f"processed {final['frames_processed']}, sent {sent} frames at 640x480, charged {charged:.4f} tokens"
+                )
                 assert sent >= 100 and final["frames_charged"] == sent, "every frame sent was processed"
                 assert charged == pytest.approx(sent / 30, abs=1 / 30), "what was sent, within one frame"
                 details = await admin.request("GET", "/api/admin/accounts/ivy")
@@ -62,7 +64,9 @@ async def test_a_processed_frame_replaced_before_the_encoder_took_it_costs_nothi
             charged = 100 - (await rex.request("GET", "/api/account"))["balance"]
             print(f"processed {final['frames_processed']}, sent {final['frames_out']}, charged {charged:.4f} tokens")
             assert final["frames_processed"] >= final["frames_out"] + 30, "the replaced frames were processed"
-            assert charged == pytest.approx(final["frames_out"] / 30, abs=1 / 30), "charged what was sent, within one frame"
+            assert charged == pytest.approx(final["frames_out"] / 30, abs=1 / 30), (
+                "charged what was sent, within one frame"
+            )
 
 
 async def test_a_portrait_is_priced_by_its_pixels_not_its_height(store_url):
@@ -110,8 +114,10 @@ async def test_throttle_levels_follow_the_balance_then_the_session_closes(store_
                 stopped_processed = log.fps(stopped_at + 0.3, stopped_at + 1.5, processed=True)
                 stopped_original = log.fps(stopped_at + 0.3, stopped_at + 1.5, processed=False)
                 sent = sent_fps(source, changes["slow"] + 0.5, stopped_at + 1.5)
-                print(f"fps processed: slow {slow_fps:.1f}, crawl {crawl_fps:.1f}, stopped {stopped_processed:.1f} "
-                      f"(original video {stopped_original:.1f} fps; the camera sent {sent:.1f} fps)")
+                print(
+                    f"fps processed: slow {slow_fps:.1f}, crawl {crawl_fps:.1f}, stopped {stopped_processed:.1f} "
+                    f"(original video {stopped_original:.1f} fps; the camera sent {sent:.1f} fps)"
+                )
                 # The caps (15, 5) are ceilings on any machine; the floors are 80% of what the camera
                 # really sent, as far as the cap lets through: a machine too slow to send 30 fps
                 # lowers them, and with anything above 8 fps sent the three levels stay apart.
@@ -140,13 +146,21 @@ async def test_top_up_during_the_grace_period_resumes(store_url):
                 log = InvertedLog()
                 source = ImageTrack(face_rgb("obama.jpg"), tag=3)
                 session = await kim.connect(source, on_frame=log)
-                stopped = lambda: any(e.get("type") == "meter" and e["level"] == "stopped" for e in session.events)
+
+                def stopped() -> bool:
+                    return any(e.get("type") == "meter" and e["level"] == "stopped" for e in session.events)
+
                 await wait_until(stopped, timeout=10)
                 stopped_seen = time.monotonic()
-                await admin.request("POST", "/api/admin/accounts/kim/credit", json={"amount": 100, "idempotency_key": "t1"})
-                resumed = lambda: session.events and any(
-                    e.get("type") == "meter" and e["level"] == "full" for e in list(session.events)[-3:]
+                await admin.request(
+                    "POST", "/api/admin/accounts/kim/credit", json={"amount": 100, "idempotency_key": "t1"}
                 )
+
+                def resumed() -> bool:
+                    return bool(session.events) and any(
+                        e.get("type") == "meter" and e["level"] == "full" for e in list(session.events)[-3:]
+                    )
+
                 await wait_until(resumed, timeout=4)
                 # past the moment the grace period's close would have come (6 s after "stopped")
                 await asyncio.sleep(max(0.0, stopped_seen + 6.0 + 1.0 - time.monotonic()))
@@ -157,7 +171,9 @@ async def test_top_up_during_the_grace_period_resumes(store_url):
                 # where the slow level would pass half of them
                 assert processed >= 2 / 3 * sent, "full rate again"
                 assert session.pc.connectionState == "connected", "the top-up cancelled the close"
-                assert [s["session_id"] for s in (await kim.request("GET", "/api/sessions"))["sessions"]] == [session.session_id]
+                assert [s["session_id"] for s in (await kim.request("GET", "/api/sessions"))["sessions"]] == [
+                    session.session_id
+                ]
                 await session.close()
 
 
@@ -211,10 +227,14 @@ async def test_a_credit_that_repeats_a_key_with_another_amount_is_409(store_url)
         async with FacefuseClient(url, api_key=ADMIN) as admin:
             await create_account(admin, "quin", balance=1)
             credit = "/api/admin/accounts/quin/credit"
-            assert (await admin.request("POST", credit, json={"amount": 2.5, "idempotency_key": "order-9"}))["balance"] == 3.5
+            assert (await admin.request("POST", credit, json={"amount": 2.5, "idempotency_key": "order-9"}))[
+                "balance"
+            ] == 3.5
             with pytest.raises(ServerError) as refused:
                 await admin.request("POST", credit, json={"amount": 4, "idempotency_key": "order-9"})
             assert (refused.value.status, refused.value.code) == (409, "idempotency_key_reused")
             assert "credit of 2.5 tokens" in refused.value.message
-            assert (await admin.request("POST", credit, json={"amount": 2.5, "idempotency_key": "order-9"}))["balance"] == 3.5
+            assert (await admin.request("POST", credit, json={"amount": 2.5, "idempotency_key": "order-9"}))[
+                "balance"
+            ] == 3.5
             assert (await admin.request("GET", "/api/admin/accounts/quin"))["balance"] == 3.5

@@ -13,8 +13,8 @@ from client.facefuse_client import FacefuseClient, ServerError
 from client.image_track import ImageTrack
 from signaling.app_keys import SESSIONS
 from support.browser import ServerProcess
-from support.server import face_rgb, running_server, wait_until
 from support.metering import ADMIN, InvertedLog, create_account, metered_settings, sent_fps
+from support.server import face_rgb, running_server, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -46,7 +46,9 @@ async def test_redis_stopped_mid_session_fails_closed_and_charges_once(redis_ser
             # at least half of what the camera sent: the point is that it flows (the slack covers
             # frames dropped on a busy or slow machine)
             original, sent = log.fps(now - 1.0, now, processed=False), sent_fps(source, killed, now)
-            assert original >= 0.5 * sent, f"the original video keeps flowing: {original:.1f} fps, the camera sent {sent:.1f}"
+            assert original >= 0.5 * sent, (
+                f"the original video keeps flowing: {original:.1f} fps, the camera sent {sent:.1f}"
+            )
 
             redis_server.start()
             await wait_until(lambda: meter_levels(session)[-1][0] == "full", timeout=10)
@@ -103,7 +105,9 @@ async def test_healthz_tells_a_load_balancer_when_the_quota_store_is_gone(redis_
             alive, alive_body, alive_took = await health(url, "/livez")
         finally:
             redis_server.process.send_signal(signal.SIGCONT)
-        print(f"healthz with a silent Redis: {status} {body['status']!r} in {took:.2f} s; livez {alive} in {alive_took:.2f} s")
+        print(
+            f"healthz with a silent Redis: {status} {body['status']!r} in {took:.2f} s; livez {alive} in {alive_took:.2f} s"
+        )
         assert (status, body["status"], body["quota_store"]) == (503, "quota store unavailable", "unavailable")
         assert took < 1.8, "the probe answers before a load balancer gives up on it"
         # not a reason to restart the node (and end its live sessions): the liveness probe says alive
@@ -139,14 +143,18 @@ async def test_sigterm_with_a_silent_redis_still_stops_the_server_soon(redis_ser
     """A Redis that takes connections but never answers (SIGSTOP) held shutdown 26-28 s, close to
     the 30 s after which an orchestrator kills the process: each lease return waited on its socket
     timeout three times, then once more at the last try."""
-    node = ServerProcess(tmp_path / "node.log", chain="invert", extra_args=("--admin-key", ADMIN, "--redis-url", redis_server.url))
+    node = ServerProcess(
+        tmp_path / "node.log", chain="invert", extra_args=("--admin-key", ADMIN, "--redis-url", redis_server.url)
+    )
     exit_code = None
     try:
         node.wait_ready()
         async with FacefuseClient(node.base_url, api_key=ADMIN) as admin:
             key = await create_account(admin, "sol", balance=100)
         async with FacefuseClient(node.base_url, api_key=key) as sol:
-            sessions = [await sol.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240, tag=n)) for n in range(2)]
+            sessions = [
+                await sol.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240, tag=n)) for n in range(2)
+            ]
             await wait_until(lambda: all(s.frames_received >= 5 for s in sessions), timeout=10)
             redis_server.process.send_signal(signal.SIGSTOP)
             try:

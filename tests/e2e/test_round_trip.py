@@ -1,6 +1,5 @@
 """A real aiortc client <-> the real server, both in this event loop, media on 127.0.0.1."""
 
-
 import numpy as np
 import pytest
 
@@ -8,8 +7,6 @@ from client.facefuse_client import FacefuseClient
 from client.frame_stamp import read_stamp, split_value
 from client.image_track import ImageTrack
 from support.server import face_rgb, loopback_settings, running_server, wait_until
-
-
 
 
 def luma(frame) -> np.ndarray:

@@ -16,8 +16,6 @@ from client.image_track import ImageTrack
 from support.server import face_rgb, loopback_settings, one_live_session, running_server, wait_until
 
 
-
-
 class LatencyLog:
     """End-to-end latency per received frame, from the stamp each sent frame carries."""
 
@@ -73,7 +71,9 @@ async def test_slow_chain_keeps_latency_bounded_and_drops_fps():
                 early, late = log.p90(start + 3, start + 5), log.p90(start + 10, start + 12)
                 stats = await client.request("GET", f"/api/sessions/{session.session_id}")
                 print(f"p90 latency 3-5 s: {early:.0f} ms, 10-12 s: {late:.0f} ms; stats {stats}")
-                print(f"passthrough: p90 latency {reference_p90:.0f} ms, fps in {reference['fps_in']}, out {reference['fps_out']}")
+                print(
+                    f"passthrough: p90 latency {reference_p90:.0f} ms, fps in {reference['fps_in']}, out {reference['fps_out']}"
+                )
                 # At most two chain runs (the one under way, then the frame's own) above what the
                 # transport and codecs take here without a chain, with 50 ms to spare: a slower
                 # machine raises the reference too.
@@ -123,7 +123,9 @@ async def test_connect_disconnect_cycles_leave_nothing_behind():
             photo = face_rgb("obama.jpg")
 
             async def cycle(number: int) -> None:
-                session = await client.connect(ImageTrack(photo, width=320, height=240), codec="VP8" if number % 2 else "H264")
+                session = await client.connect(
+                    ImageTrack(photo, width=320, height=240), codec="VP8" if number % 2 else "H264"
+                )
                 await wait_until(lambda: session.frames_received >= 3, timeout=10)
                 if number % 2:
                     await client.request("DELETE", f"/api/sessions/{session.session_id}")
@@ -143,7 +145,9 @@ async def test_connect_disconnect_cycles_leave_nothing_behind():
                 await cycle(number)
             await asyncio.sleep(0.5)
             gc.collect()
-            print(f"tasks {tasks} -> {len(asyncio.all_tasks())}, threads {threads} -> {own_threads()}, RSS {memory:.0f} -> {rss_mb():.0f} MB")
+            print(
+                f"tasks {tasks} -> {len(asyncio.all_tasks())}, threads {threads} -> {own_threads()}, RSS {memory:.0f} -> {rss_mb():.0f} MB"
+            )
             assert app_sessions() == []
             assert len(asyncio.all_tasks()) <= tasks
             assert own_threads() == threads, "no decoder, runner or other thread is left behind"
@@ -195,7 +199,9 @@ async def test_a_peer_whose_video_is_over_the_decode_limit_is_told_and_closed_be
             assert server_large.close_reason == "refused before decoding: the video is 1280x720"
             assert server_large.stats.frames_in == 0, "nothing of it was decoded"
             told = [e for e in large.events if e.get("type") == "error"]
-            assert told and told[0]["code"] == "video_too_large" and "1280x720" in told[0]["message"], list(large.events)
+            assert told and told[0]["code"] == "video_too_large" and "1280x720" in told[0]["message"], list(
+                large.events
+            )
             await wait_until(lambda: small.frames_received >= 10, timeout=10)
             assert app[SESSIONS].get(small.session_id).state == "live", "the other session goes on"
             assert server_large.stats.codec == app[SESSIONS].get(small.session_id).stats.codec == codec
@@ -329,7 +335,7 @@ async def test_a_close_that_is_cancelled_still_ends_the_session():
     from signaling.app_keys import SESSIONS
 
     async with one_live_session() as live:
-        app, client, session, server_session = live.app, live.client, live.session, live.server_session
+        app, session, server_session = live.app, live.session, live.server_session
         closing = asyncio.ensure_future(server_session.close("first", "closed_by_request"))
         await asyncio.sleep(0.05)  # inside its steps (telling the client takes 0.1 s at least)
         closing.cancel()

@@ -37,4 +37,4 @@ def test_letters_stand_out_on_a_white_frame():
     plate = frames[0, :, top : top + plate_h, left : left + plate_w].mean(dim=0)
     ink, background = plate.max(), plate.min()
     assert ink == 1.0 and background < 0.4, "white letters on a dark plate"
-    assert ((plate > 0.9).float().mean() > 0.15), "enough ink to read"
+    assert (plate > 0.9).float().mean() > 0.15, "enough ink to read"

@@ -25,7 +25,9 @@ def test_i420_to_rgb_matches_pyav(name):
 
 
 def test_rgb_to_i420_matches_pyav():
-    rgb = av.VideoFrame.from_ndarray(face_rgb("obama.jpg"), format="rgb24").reformat(320, 240).to_ndarray(format="rgb24")
+    rgb = (
+        av.VideoFrame.from_ndarray(face_rgb("obama.jpg"), format="rgb24").reformat(320, 240).to_ndarray(format="rgb24")
+    )
     ours = rgb_to_i420(torch.from_numpy(rgb).permute(2, 0, 1)[None].float() / 255)[0].numpy().astype(np.int16)
     theirs = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p").to_ndarray().astype(np.int16)
     assert ours.shape == theirs.shape == (360, 320)

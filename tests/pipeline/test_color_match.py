@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from support.photos import face_rgb
 
 from pipeline.swap.color_match import STD_RATIO, masked_stats, match_colour, rgb_to_ycc
+from support.photos import face_rgb
 
 SIZE = 192
 
@@ -15,7 +15,9 @@ def square_photo(name: str) -> torch.Tensor:
     """[1, 3, 192, 192] float RGB of the photo's top square (where its face is)."""
     photo = torch.from_numpy(face_rgb(name)).permute(2, 0, 1).float() / 255.0
     side = min(photo.shape[1:])
-    return F.interpolate(photo[None, :, :side, :side], size=(SIZE, SIZE), mode="bilinear", antialias=True, align_corners=False)
+    return F.interpolate(
+        photo[None, :, :side, :side], size=(SIZE, SIZE), mode="bilinear", antialias=True, align_corners=False
+    )
 
 
 def disc() -> torch.Tensor:

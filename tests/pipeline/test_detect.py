@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from support.photos import face_rgb
 
 from pipeline.detect import Detections, FaceDetector
 from pipeline.detect.anchors import prior_boxes
 from pipeline.detect.weights import onnx_model
 from pipeline.shipped_weights import package_file
+from support.photos import face_rgb
 
 PORTRAITS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg", "astronaut.png", "grace_hopper.jpg")
 

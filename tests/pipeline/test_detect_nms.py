@@ -37,7 +37,10 @@ def test_invalid_entries_neither_kept_nor_suppressing() -> None:
     scores = torch.tensor([[0.9, 0.8]])
     keep = batched_nms(boxes, scores, torch.tensor([[False, True]]), 0.3)
     assert keep.tolist() == [[False, True]]
-    assert batched_nms(torch.zeros(2, 0, 4), torch.zeros(2, 0), torch.zeros(2, 0, dtype=torch.bool), 0.4).shape == (2, 0)
+    assert batched_nms(torch.zeros(2, 0, 4), torch.zeros(2, 0), torch.zeros(2, 0, dtype=torch.bool), 0.4).shape == (
+        2,
+        0,
+    )
 
 
 def test_random_batches_match_the_one_box_at_a_time_loop() -> None:

@@ -43,7 +43,9 @@ def test_a_face_on_its_side_or_upside_down_is_found_where_it_is(turns):
     assert torch.allclose(found.boxes[0], torch.cat((corners.amin(dim=0), corners.amax(dim=0))), atol=0.02 * side)
 
 
-@pytest.mark.parametrize("degrees, turns", [(5, 0), (44, 0), (46, 1), (80, 1), (-85, 3), (-145, 2), (179, 2), (-175, 2)])
+@pytest.mark.parametrize(
+    "degrees, turns", [(5, 0), (44, 0), (46, 1), (80, 1), (-85, 3), (-145, 2), (179, 2), (-175, 2)]
+)
 def test_the_turn_that_shows_a_face_upright(degrees, turns):
     """A face whose eye line lies at `degrees` in the image (y down): turned `turns` quarter turns
     counter-clockwise, its eye line lies within 45 degrees of level."""

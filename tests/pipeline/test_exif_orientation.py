@@ -60,8 +60,14 @@ def test_upright_turns_a_quarter_clockwise_for_6():
 # The EXIF 2.3 table, independent of STORED above: which side of the shown picture the stored
 # picture's row 0 and column 0 are on.
 ROW_0_AND_COLUMN_0 = {
-    1: ("top", "left"), 2: ("top", "right"), 3: ("bottom", "right"), 4: ("bottom", "left"),
-    5: ("left", "top"), 6: ("right", "top"), 7: ("right", "bottom"), 8: ("left", "bottom"),
+    1: ("top", "left"),
+    2: ("top", "right"),
+    3: ("bottom", "right"),
+    4: ("bottom", "left"),
+    5: ("left", "top"),
+    6: ("right", "top"),
+    7: ("right", "bottom"),
+    8: ("left", "bottom"),
 }
 
 
@@ -71,8 +77,10 @@ def test_upright_follows_the_exif_table(orientation):
     shown = upright(stored, orientation)[:, :, 0]
     height, width = shown.shape
     on_side = {
-        "top": lambda r, c: r == 0, "bottom": lambda r, c: r == height - 1,
-        "left": lambda r, c: c == 0, "right": lambda r, c: c == width - 1,
+        "top": lambda r, c: r == 0,
+        "bottom": lambda r, c: r == height - 1,
+        "left": lambda r, c: c == 0,
+        "right": lambda r, c: c == width - 1,
     }
     row_side, column_side = ROW_0_AND_COLUMN_0[orientation]
     for value in (0, 1, 2):
@@ -85,7 +93,7 @@ def test_exif_after_jfif_and_a_comment_is_found():
     plain = jpeg(np.zeros((16, 16, 3), np.uint8))
     app0 = b"\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
     comment = b"\xff\xfe\x00\x07hello"
-    exif_segment = with_exif(plain, 6)[2:-len(plain) + 2]
+    exif_segment = with_exif(plain, 6)[2 : -len(plain) + 2]
     assert jpeg_orientation(plain[:2] + app0 + comment + exif_segment + plain[2:]) == 6
 
 
@@ -93,7 +101,7 @@ def test_exif_is_looked_for_only_among_the_first_segments():
     """A crafted upload of thousands of empty segments must not keep the reader busy: past
     MAX_STEPS markers the photo is taken as stored."""
     plain = jpeg(np.zeros((16, 16, 3), np.uint8))
-    exif_segment = with_exif(plain, 6)[2:-len(plain) + 2]
+    exif_segment = with_exif(plain, 6)[2 : -len(plain) + 2]
     empty = b"\xff\xe0\x00\x02"
     assert jpeg_orientation(plain[:2] + empty * (MAX_STEPS - 2) + exif_segment + plain[2:]) == 6
     assert jpeg_orientation(plain[:2] + empty * MAX_STEPS + exif_segment + plain[2:]) == 1

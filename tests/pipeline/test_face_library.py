@@ -27,7 +27,12 @@ def test_a_face_keeps_its_description_not_its_photo():
     faces = FaceLibrary()
     face = faces.add(photo(60, 40), owner="a", format="jpeg", size_bytes=123, analysis="mesh")
     assert not any(isinstance(value, np.ndarray) for value in vars(face).values()), "the decoded photo is dropped"
-    assert {k: face.describe()[k] for k in ("width", "height", "format", "bytes")} == {"width": 40, "height": 60, "format": "jpeg", "bytes": 123}
+    assert {k: face.describe()[k] for k in ("width", "height", "format", "bytes")} == {
+        "width": 40,
+        "height": 60,
+        "format": "jpeg",
+        "bytes": 123,
+    }
     assert faces.get(face.id, owner="a").analysis == "mesh"
     with pytest.raises(FaceForbidden):
         faces.get(face.id, owner="b")

@@ -161,7 +161,9 @@ def test_followed_hands_are_smoothed_still_when_still_and_close_behind_when_movi
     step = lambda a, b: float((a - b).norm(dim=-1).mean())  # noqa: E731
     raw_steps = [step(now[0], before[0]) for before, now in zip(looks[2:], looks[3:])]
     smoothed_steps = [step(now[1], before[1]) for before, now in zip(looks[2:], looks[3:])]
-    print(f"\nstill hand, mean step per look: raw {np.mean(raw_steps):.2f} px, smoothed {np.mean(smoothed_steps):.2f} px")
+    print(
+        f"\nstill hand, mean step per look: raw {np.mean(raw_steps):.2f} px, smoothed {np.mean(smoothed_steps):.2f} px"
+    )
     assert np.mean(smoothed_steps) < 0.7 * np.mean(raw_steps)
     assert looks[0][2] and torch.equal(looks[0][0], looks[0][1])  # the first look: as found
     looks.clear()

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from pipeline.hands import HandLandmarker, Hands, PalmDetector, hand_masks
-from pipeline.hands.palm_detector import anchor_centres
 from pipeline.hands.hand_landmarks import Rois, rois_from_palms
+from pipeline.hands.palm_detector import anchor_centres
 from support.sdist_photos import grid_tile
 
 CPU = torch.device("cpu")

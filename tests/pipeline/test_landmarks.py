@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
-from support.photos import face_rgb
 
 from pipeline.landmarks import FaceMesher, MeshResult, boxes_from_points, crop_faces, to_frame_coords
 from pipeline.landmarks.facemesh import face_landmark_file, load_facemesh
 from pipeline.landmarks.tflite_file import TfliteFileError, TfliteGraph, read_tflite
+from support.photos import face_rgb
 
 # Face boxes (x0, y0, x1, y1: cheek to cheek, forehead to chin), measured once by eye on the photos.
 FACE_BOXES = {

@@ -28,7 +28,6 @@ from pipeline.learned import (
     paste_back,
 )
 from pipeline.learned.paste import face_boxes
-
 from support.standin_models import _save, make_arcface, make_inswapper, node  # noqa: F401
 
 
@@ -58,7 +57,9 @@ def test_arcface_embeds_like_the_reference_and_batches(arcface_path: Path) -> No
     torch.testing.assert_close(embeddings, singles, rtol=1e-4, atol=1e-4)
     for i in range(3):
         x = ((aligned[i : i + 1].numpy() - 127.5) / 127.5).astype(np.float32)
-        np.testing.assert_allclose(embeddings[i : i + 1].numpy(), reference(arcface_path, {"input.1": x}), rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(
+            embeddings[i : i + 1].numpy(), reference(arcface_path, {"input.1": x}), rtol=1e-3, atol=1e-4
+        )
     assert model.embed(torch.zeros(0, 3, 112, 112)).shape == (0, 512)
 
 
@@ -110,7 +111,9 @@ def test_inswapper_latent_formula(inswapper_path: Path) -> None:
     expected = latent / np.linalg.norm(latent, axis=1, keepdims=True)
     got = model.latent(torch.from_numpy(e).float())
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(model.latent(torch.from_numpy(e).float(), renormalise=False).numpy(), latent, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        model.latent(torch.from_numpy(e).float(), renormalise=False).numpy(), latent, rtol=1e-4, atol=1e-5
+    )
     assert model.emap.shape == (512, 512)
 
 
@@ -207,7 +210,9 @@ def test_paste_back_places_a_solid_crop() -> None:
     assert changed.any() and not (changed & ~inside_any).any()  # nothing outside the boxes moved
     # the feathered edge: the crop's border is the frame's own colour
     corner = transforms[0] @ torch.tensor([1.0, 1.0, 1.0])
-    torch.testing.assert_close(out[1, :, int(corner[1]), int(corner[0])], frames[1, :, int(corner[1]), int(corner[0])], rtol=0, atol=0.02)
+    torch.testing.assert_close(
+        out[1, :, int(corner[1]), int(corner[0])], frames[1, :, int(corner[1]), int(corner[0])], rtol=0, atol=0.02
+    )
 
 
 def test_paste_back_inverts_warp_crops() -> None:
@@ -264,7 +269,9 @@ def test_cuda_matches_cpu(arcface_path: Path, inswapper_path: Path) -> None:
     half = load_inswapper(inswapper_path, cuda, half=True).swap(crops.to(cuda), latents.to(cuda))
     torch.testing.assert_close(half.cpu(), swapped, rtol=2e-2, atol=2e-2)
     frames = torch.rand(2, 3, 120, 160, generator=generator)
-    transforms = torch.stack((similarity(0.4, 0.3, 30.0, 20.0), similarity(0.3, -0.2, 110.0, 60.0), similarity(0.5, 0.0, 40.0, 40.0)))
+    transforms = torch.stack(
+        (similarity(0.4, 0.3, 30.0, 20.0), similarity(0.3, -0.2, 110.0, 60.0), similarity(0.5, 0.0, 40.0, 40.0))
+    )
     index = torch.tensor([0, 1, 1])
     pasted = paste_back(frames, swapped, transforms, index)
     gpu_pasted = paste_back(frames.to(cuda), gpu_swapped, transforms.to(cuda), index.to(cuda))

@@ -35,7 +35,11 @@ def test_no_face_in_a_photo_means_no_analysis(chain_and_faces):
 def scaled_photo(name: str, factor: float) -> np.ndarray:
     rgb = face_rgb(name)
     width, height = round(rgb.shape[1] * factor) // 2 * 2, round(rgb.shape[0] * factor) // 2 * 2
-    return av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(width, height, interpolation="AREA").to_ndarray(format="rgb24")
+    return (
+        av.VideoFrame.from_ndarray(rgb, format="rgb24")
+        .reformat(width, height, interpolation="AREA")
+        .to_ndarray(format="rgb24")
+    )
 
 
 def test_a_face_too_small_to_swap_from_is_refused_with_its_size(chain_and_faces):
@@ -64,7 +68,9 @@ def test_swaps_the_face_and_leaves_the_rest_bit_exact(chain_and_faces):
     luma_changed = changed[:480]
     print(f"changed: {luma_changed.mean():.1%} of luma pixels")
     assert luma_changed.mean() > 0.01, "the face changes"
-    assert changed_outside(target, out, detected_face_zone(chain.detector, target, grow=0.5)) == 0, "bit-exact elsewhere"
+    assert changed_outside(target, out, detected_face_zone(chain.detector, target, grow=0.5)) == 0, (
+        "bit-exact elsewhere"
+    )
     rows, cols = np.nonzero(luma_changed)
     assert rows.min() < 40 and cols.max() > 560, "the disclosure badge is in the top-right corner"
     assert np.abs(out[:480].astype(int) - target[:480].astype(int))[luma_changed].mean() > 5
@@ -85,7 +91,13 @@ def test_a_tall_narrow_frame_is_swapped_and_marked(chain_and_faces):
         out = chain.run([ChainItem("narrow", target, {"face_id": face_id}, time=frame / 30)])[0]
         assert isinstance(out, np.ndarray), "swapped"
     top, left, plate_h, plate_w = badge_geometry(960, 96)
-    assert left >= 0 and (out[top : top + plate_h, left : left + plate_w] != target[top : top + plate_h, left : left + plate_w]).mean() > 0.5
+    assert (
+        left >= 0
+        and (
+            out[top : top + plate_h, left : left + plate_w] != target[top : top + plate_h, left : left + plate_w]
+        ).mean()
+        > 0.5
+    )
     face = np.abs(out[300:420].astype(int) - target[300:420].astype(int))
     print(f"face rows: {(face > 0).mean():.1%} of luma changed, by {face[face > 0].mean():.1f} grey levels")
     assert (face > 0).mean() > 0.04 and face[face > 0].mean() > 3, "the face is swapped"
@@ -171,7 +183,9 @@ def test_a_session_that_changes_its_frame_size_is_swapped_as_a_fresh_one(chain_a
     after_change = chain.run([ChainItem("resized", small, {"face_id": face_id})])[0]
     fresh = chain.run([ChainItem("fresh at 320x240", small, {"face_id": face_id})])[0]
     difference = np.abs(after_change.astype(np.int16) - fresh.astype(np.int16))
-    print(f"first 320x240 frame after 640x480 vs a fresh session's: mean {difference.mean():.3f}, max {difference.max()}")
+    print(
+        f"first 320x240 frame after 640x480 vs a fresh session's: mean {difference.mean():.3f}, max {difference.max()}"
+    )
     assert difference.max() <= 1
     chain.forget_session("fresh at 320x240")
     chain.forget_session("resized")
@@ -195,7 +209,9 @@ def fitted(name: str | None, side: int = 480) -> np.ndarray:
         rgb = face_rgb(name)
         scale = side / max(rgb.shape[:2])
         width, height = round(rgb.shape[1] * scale) // 2 * 2, round(rgb.shape[0] * scale) // 2 * 2
-        square[:height, :width] = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(width, height).to_ndarray(format="rgb24")
+        square[:height, :width] = (
+            av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(width, height).to_ndarray(format="rgb24")
+        )
     return square
 
 
@@ -342,7 +358,9 @@ def test_the_swapped_face_keeps_the_targets_landmarks(chain_and_faces):
     def landmarks(image: np.ndarray) -> torch.Tensor:
         rgb = torch.from_numpy(av.VideoFrame.from_ndarray(image, format="yuv420p").to_ndarray(format="rgb24"))[None]
         found = chain.detector.detect(rgb)[0]
-        points, _ = mesh_points(rgb, found.boxes[:1], found.keypoints[:1, :2], torch.zeros(1, dtype=torch.long), chain.mesher)
+        points, _ = mesh_points(
+            rgb, found.boxes[:1], found.keypoints[:1, :2], torch.zeros(1, dtype=torch.long), chain.mesher
+        )
         return points[0, :, :2]
 
     before, after = landmarks(target), landmarks(out)
@@ -444,10 +462,12 @@ def test_converting_only_what_the_models_read_changes_no_output(chain_and_faces,
             canvas = np.full((720, 1280, 3), 90, np.uint8)
             canvas[400:670, 760:1240] = small
             frames = [
-                av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p").to_ndarray() for image in (rgb, canvas)
+                av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p").to_ndarray()
+                for image in (rgb, canvas)
             ]
             items = [
-                ChainItem(f"{name}-{lazy}", frame, {"face_id": face_id}, index * 4 / 24) for name, frame in zip("ab", frames)
+                ChainItem(f"{name}-{lazy}", frame, {"face_id": face_id}, index * 4 / 24)
+                for name, frame in zip("ab", frames)
             ]
             outputs[lazy].append(chain.run(items))
             pixels += sum(frame.shape[0] * 2 // 3 * frame.shape[1] for frame in frames) if lazy else 0
@@ -514,7 +534,9 @@ def test_the_warm_up_swaps_an_average_face_at_each_batch_size_and_leaves_no_trac
     chain.warm_up(sizes=(1, 3))
     warm_up_renders = list(rendered)
     assert [size for size, _, _ in warm_up_renders] == [1, 3]
-    assert all(support > 1000 and finite for _, support, finite in warm_up_renders), "a whole face's worth of pixels, none NaN"
+    assert all(support > 1000 and finite for _, support, finite in warm_up_renders), (
+        "a whole face's worth of pixels, none NaN"
+    )
     assert chain.tracker.tracks("warm-up") == () and chain.timer.means() == {}
     after = chain.run([ChainItem("warm-check", target, {"face_id": face_id})])[0]
     chain.forget_session("warm-check")
@@ -547,7 +569,9 @@ def test_a_head_on_its_side_or_upside_down_is_swapped_within_four_frames(chain_a
         upright = swapped_pixels(chain, face_id, quarter_turned(name, 0), f"upright-{name}-{turns}")
         changed = (outputs[-1] != frame)[: frame.shape[0] * 2 // 3]
         changed[:80, -80:] = False  # the badge
-        print(f"{name} turned {turns}: swapped from frame {first}, {float(changed.mean()):.3%} changed (upright {upright:.3%})")
+        print(
+            f"{name} turned {turns}: swapped from frame {first}, {float(changed.mean()):.3%} changed (upright {upright:.3%})"
+        )
         assert 0.7 < float(changed.mean()) / upright < 1.4
         chain.forget_session(session)
 
@@ -557,13 +581,18 @@ def test_a_session_with_no_face_looks_five_times_in_four_frames(chain_and_faces,
     chain, _, face_id = chain_and_faces
     looks = []
     real_detect = chain.detector.detect
-    monkeypatch.setattr(chain.detector, "detect", lambda frames, *args: looks.append(tuple(frames.shape[1:3])) or real_detect(frames, *args))
+    monkeypatch.setattr(
+        chain.detector,
+        "detect",
+        lambda frames, *args: looks.append(tuple(frames.shape[1:3])) or real_detect(frames, *args),
+    )
     empty = np.full((720, 640), 128, np.uint8)  # 640x480 grey I420
     for k in range(6):
         assert chain.run([ChainItem("nobody", empty, {"face_id": face_id}, time=k / 30)])[0] is None
-    assert looks == [(480, 640), (640, 480), (640, 480), (480, 640), (480, 640), (480, 640), (640, 480), (640, 480)], looks
+    assert looks == [(480, 640), (640, 480), (640, 480), (480, 640), (480, 640), (480, 640), (640, 480), (640, 480)], (
+        looks
+    )
     chain.forget_session("nobody")
-
 
 
 def eye_line_degrees(points: torch.Tensor) -> float:
@@ -589,7 +618,9 @@ def test_a_rolled_head_is_swapped_steadily_and_the_right_way_up(chain_and_faces,
         swapped = "".join("x" if chain.run([ChainItem(session, frame, {"face_id": face_id}, time=k / 30)])[0] is not None else "."
                           for k in range(12))  # fmt: skip
         followed = eye_line_degrees(chain.tracker.tracks(session)[0].smoothed)
-        off = (followed - (upright - degrees) + 180) % 360 - 180  # the photo turned by +degrees rolls its eye line by -degrees
+        off = (
+            followed - (upright - degrees) + 180
+        ) % 360 - 180  # the photo turned by +degrees rolls its eye line by -degrees
         print(f"\n{name} rolled {degrees}: {swapped}, eye line {followed:.0f} (upright {upright:.0f})")
         first = swapped.find("x")
         assert 0 <= first < 4 and set(swapped[first:]) == {"x"}, swapped
@@ -620,8 +651,12 @@ def test_a_rolled_head_that_moves_out_of_its_crop_is_found_again_at_once(chain_a
     frames = [frame] * 5 + [shifted(frame, 120)] * 10
     swapped, where = "", []
     for k, each in enumerate(frames):
-        swapped += "x" if chain.run([ChainItem(session, each, {"face_id": face_id}, time=k / 30)])[0] is not None else "."
-        where.append(float(chain.tracker.tracks(session)[0].smoothed[:, 0].mean()) if chain.tracker.tracks(session) else None)
+        swapped += (
+            "x" if chain.run([ChainItem(session, each, {"face_id": face_id}, time=k / 30)])[0] is not None else "."
+        )
+        where.append(
+            float(chain.tracker.tracks(session)[0].smoothed[:, 0].mean()) if chain.tracker.tracks(session) else None
+        )
     print(f"\n{degrees} degrees, moved after 5 frames: {swapped}")
     first = swapped.find("x")
     assert 0 <= first < 4 and set(swapped[first:]) == {"x"}, swapped

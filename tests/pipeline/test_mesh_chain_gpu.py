@@ -43,7 +43,9 @@ def test_cuda_output_agrees_with_cpu(cuda):
         faces = FaceLibrary()
         chain = FaceSwapChain(torch.device(device), faces, FaceAnalysis(torch.device(device), half=False))
         source = face_rgb("biden.jpg")
-        face_id = faces.add(source, owner="gpu", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)).id
+        face_id = faces.add(
+            source, owner="gpu", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)
+        ).id
         outputs.append(chain.run([ChainItem("s", frame, {"face_id": face_id})])[0].astype(np.int16))
     difference = np.abs(outputs[0] - outputs[1])
     print(f"CPU vs CUDA: mean {difference.mean():.3f}, max {difference.max()} grey levels")
@@ -100,9 +102,13 @@ def test_a_head_on_its_side_is_found_on_cuda_where_the_cpu_finds_it(cuda):
     from pipeline.detect import FaceDetector
     from pipeline.detect.turned import detect_turned
 
-    frame = torch.rot90(torch.from_numpy(np.ascontiguousarray(face_rgb("biden.jpg")))[None], 1, dims=(1, 2)).contiguous()
+    frame = torch.rot90(
+        torch.from_numpy(np.ascontiguousarray(face_rgb("biden.jpg")))[None], 1, dims=(1, 2)
+    ).contiguous()
     [on_cpu] = detect_turned(FaceDetector(torch.device("cpu")), frame, 3)
     [on_cuda] = detect_turned(FaceDetector(torch.device("cuda"), half=True), frame.cuda(), 3)
     assert len(on_cpu) == len(on_cuda) == 1
     side = float((on_cpu.boxes[0, 2:] - on_cpu.boxes[0, :2]).amax())
-    assert torch.allclose(on_cuda.keypoints[0].cpu(), on_cpu.keypoints[0], atol=0.04 * side)  # fp16: within 4 % of the face
+    assert torch.allclose(
+        on_cuda.keypoints[0].cpu(), on_cpu.keypoints[0], atol=0.04 * side
+    )  # fp16: within 4 % of the face

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from support.photos import face_rgb
 
 from pipeline.detect import FaceDetector
 from pipeline.landmarks import FaceMesher
@@ -19,6 +18,7 @@ from pipeline.swap.masks import apertures, face_masks, polygon_masks
 from pipeline.swap.source import mesh_points
 from pipeline.swap.topology import EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, EYE_OUTER_CORNERS, INNER_LIPS
 from pipeline.swap.warp import FEATURE_POINTS, SPLINE_CONTROLS, spline_controls
+from support.photos import face_rgb
 
 FRAME_H, FRAME_W = 480, 640
 FACE_SIDE = 200  # face box side in the test frames, frame pixels
@@ -48,7 +48,11 @@ def landmarks(frame: torch.Tensor) -> torch.Tensor:
     assert len(found) >= 1
     best = int((found.boxes[:, 2:] - found.boxes[:, :2]).prod(dim=1).argmax())
     points, scores = mesh_points(
-        frame[None], found.boxes[best : best + 1], found.keypoints[best : best + 1, :2], torch.zeros(1, dtype=torch.long), mesher()
+        frame[None],
+        found.boxes[best : best + 1],
+        found.keypoints[best : best + 1, :2],
+        torch.zeros(1, dtype=torch.long),
+        mesher(),
     )
     assert float(scores[0]) > 0.5
     return points
@@ -62,11 +66,20 @@ def target(name: str) -> tuple[torch.Tensor, torch.Tensor]:
     height, width = photo.shape[:2]
     scale = max(FACE_SIDE / float((box[2:] - box[:2]).amax()), FRAME_W / width, FRAME_H / height)
     size = (max(FRAME_H, round(height * scale)), max(FRAME_W, round(width * scale)))
-    small = F.interpolate(photo.permute(2, 0, 1)[None].float(), size=size, mode="bilinear", antialias=True, align_corners=False)[0]
+    small = F.interpolate(
+        photo.permute(2, 0, 1)[None].float(), size=size, mode="bilinear", antialias=True, align_corners=False
+    )[0]
     cx, cy = ((box[:2] + box[2:]) / 2 * scale).round().long().tolist()
     x0 = max(0, min(size[1] - FRAME_W, cx - FRAME_W // 2))
     y0 = max(0, min(size[0] - FRAME_H, cy - FRAME_H // 2))
-    frame = small[:, y0 : y0 + FRAME_H, x0 : x0 + FRAME_W].round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()
+    frame = (
+        small[:, y0 : y0 + FRAME_H, x0 : x0 + FRAME_W]
+        .round()
+        .clamp(0, 255)
+        .to(torch.uint8)
+        .permute(1, 2, 0)
+        .contiguous()
+    )
     return frame, landmarks(frame)
 
 
@@ -88,10 +101,14 @@ MASK_RESOLUTIONS = pytest.mark.parametrize("mask_resolution", [None, 128], ids=[
 
 @MASK_RESOLUTIONS
 @pytest.mark.parametrize(("source_name", "target_name"), [("biden.jpg", "obama.jpg"), ("obama.jpg", "biden.jpg")])
-def test_swap_changes_the_face_only_and_keeps_its_geometry(source_name: str, target_name: str, mask_resolution: int | None) -> None:
+def test_swap_changes_the_face_only_and_keeps_its_geometry(
+    source_name: str, target_name: str, mask_resolution: int | None
+) -> None:
     frame, points = target(target_name)
     frames = as_float(frame)
-    result = MeshSwapper(CPU, mask_resolution=mask_resolution).render(frames, points, torch.tensor([0]), [source(source_name)])
+    result = MeshSwapper(CPU, mask_resolution=mask_resolution).render(
+        frames, points, torch.tensor([0]), [source(source_name)]
+    )
     out = result.frames
     assert out.shape == frames.shape and torch.isfinite(out).all()
     assert frames.equal(as_float(frame)), "the input frames were modified"
@@ -118,7 +135,9 @@ def test_a_batch_of_faces_from_two_frames_equals_single_calls() -> None:
     swapper = MeshSwapper(CPU)
     frames = torch.cat((as_float(frame_a), as_float(frame_b)))
     # the faces in the opposite order of their frames: frame_index does the routing
-    batch = swapper.swap(frames, torch.cat((points_b, points_a)), torch.tensor([1, 0]), [source("obama.jpg"), source("biden.jpg")])
+    batch = swapper.swap(
+        frames, torch.cat((points_b, points_a)), torch.tensor([1, 0]), [source("obama.jpg"), source("biden.jpg")]
+    )
     single_a = swapper.swap(as_float(frame_a), points_a, torch.tensor([0]), [source("biden.jpg")])
     single_b = swapper.swap(as_float(frame_b), points_b, torch.tensor([0]), [source("obama.jpg")])
     assert torch.isfinite(batch).all()
@@ -180,8 +199,12 @@ def test_an_open_mouth_keeps_the_targets_mouth(mask_resolution: int | None) -> N
     frame, points = target("obama.jpg")  # smiling, teeth showing
     assert float(apertures(points)[0, 2]) > 0.1
     frames = as_float(frame)
-    kept = MeshSwapper(CPU, keep_eyes_mouth=True, mask_resolution=mask_resolution).render(frames, points, torch.tensor([0]), [source("biden.jpg")])
-    replaced = MeshSwapper(CPU, keep_eyes_mouth=False, mask_resolution=mask_resolution).swap(frames, points, torch.tensor([0]), [source("biden.jpg")])
+    kept = MeshSwapper(CPU, keep_eyes_mouth=True, mask_resolution=mask_resolution).render(
+        frames, points, torch.tensor([0]), [source("biden.jpg")]
+    )
+    replaced = MeshSwapper(CPU, keep_eyes_mouth=False, mask_resolution=mask_resolution).swap(
+        frames, points, torch.tensor([0]), [source("biden.jpg")]
+    )
     # the mouth opening, shrunk a little, in frame pixels
     mouth = polygon_masks(kept.regions.to_region(points[:, INNER_LIPS]), kept.regions.size)
     mouth = 1.0 - F.max_pool2d(1.0 - mouth, 9, stride=1, padding=4)
@@ -226,7 +249,9 @@ def test_a_photo_on_its_side_or_upside_down_gives_the_upright_photos_source(name
 def test_an_upright_photo_is_detected_once(monkeypatch) -> None:
     calls = []
     model = FaceDetector(CPU)
-    monkeypatch.setattr(model, "detect", lambda *args, **kwargs: calls.append(1) or FaceDetector.detect(model, *args, **kwargs))
+    monkeypatch.setattr(
+        model, "detect", lambda *args, **kwargs: calls.append(1) or FaceDetector.detect(model, *args, **kwargs)
+    )
     assert analyse_source(face_rgb("obama.jpg"), model, mesher()) is not None
     assert len(calls) == 1, "no turns tried for an upright face"
 
@@ -251,10 +276,14 @@ def test_masks_drawn_at_half_the_side_keep_their_shape(size: int) -> None:
     rims smooth (not the half-size staircase)."""
     frame, points = target("obama.jpg")  # eyes and mouth open
     swapper = MeshSwapper(CPU, region_size=size)
-    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
+    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(
+        points
+    )
     full = face_masks(region_points, size)
     half = face_masks(region_points, size, resolution=size // 2)
-    holes = torch.cat([polygon_masks(region_points[:, part], size) for part in (EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, INNER_LIPS)], 1)
+    holes = torch.cat(
+        [polygon_masks(region_points[:, part], size) for part in (EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, INNER_LIPS)], 1
+    )
     holes = holes.amax(dim=1, keepdim=True)
     rims = (F.max_pool2d(holes, 13, stride=1, padding=6) - (1 - F.max_pool2d(1 - holes, 13, stride=1, padding=6))) > 0
     for name in ("alpha", "hard", "skin", "support"):
@@ -265,21 +294,27 @@ def test_masks_drawn_at_half_the_side_keep_their_shape(size: int) -> None:
         # within 3 pixels of where the full-size map changes by more than half: its edges
         edges = (F.max_pool2d(a, 7, stride=1, padding=3) + F.max_pool2d(-a, 7, stride=1, padding=3)) > 0.5
         elsewhere = float(difference[~edges & ~rims].max())
-        print(f"\n{name}: mean difference {float(difference.mean()):.4f}, at most {elsewhere:.3f} off the edges and rims")
+        print(
+            f"\n{name}: mean difference {float(difference.mean()):.4f}, at most {elsewhere:.3f} off the edges and rims"
+        )
         assert float(difference.mean()) < 0.02, name
         assert elsewhere < 0.25, name
 
     def roughness(alpha: torch.Tensor) -> float:  # a staircase shows as second differences along the rows
         return float((alpha[..., 2:] - 2 * alpha[..., 1:-1] + alpha[..., :-2]).abs()[rims[..., 1:-1]].mean())
 
-    print(f"rims of the eyes and mouth: roughness {roughness(half.alpha):.4f} at half size, {roughness(full.alpha):.4f} at full size")
+    print(
+        f"rims of the eyes and mouth: roughness {roughness(half.alpha):.4f} at half size, {roughness(full.alpha):.4f} at full size"
+    )
     assert roughness(half.alpha) < 1.5 * roughness(full.alpha)
     mouth = polygon_masks(region_points[:, INNER_LIPS], size)
     mouth = 1.0 - F.max_pool2d(1.0 - mouth, 5, stride=1, padding=2)  # well inside the opening
     assert float(half.hard[mouth > 0.5].max()) < 0.05 and float(half.alpha[mouth > 0.5].max()) < 0.05
 
 
-@pytest.mark.parametrize("size, resolution", [(256, None), (192, 96)], ids=["256 as on CUDA", "192 at 96 as the CPU chain"])
+@pytest.mark.parametrize(
+    "size, resolution", [(256, None), (192, 96)], ids=["256 as on CUDA", "192 at 96 as the CPU chain"]
+)
 def test_open_eyes_keep_the_targets_opening_and_the_sources_lids(size: int, resolution: int | None) -> None:
     """The target's open eye is its opening: inside, the target shows; from 2 px past the lids the
     source's face is all but fully blended in (alpha; within the first 1.5 px the target's own lid
@@ -287,13 +322,15 @@ def test_open_eyes_keep_the_targets_opening_and_the_sources_lids(size: int, reso
     them much of who it is (SFace: 18 of 24 pairs nearer the source, 20 without it)."""
     frame, points = target("obama.jpg")  # eyes open
     swapper = MeshSwapper(CPU, region_size=size)
-    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
+    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(
+        points
+    )
     masks = face_masks(region_points, size, resolution=resolution)
     unit = size / 256
     for eye in (EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT):
         opening = polygon_masks(region_points[:, eye], size)
         within = 1.0 - F.max_pool2d(1.0 - opening, 5, stride=1, padding=2)  # 2 px inside the lids
-        grown = lambda px: F.max_pool2d(opening, 2 * px + 1, stride=1, padding=px)  # noqa: E731
+        grown = lambda px, opening=opening: F.max_pool2d(opening, 2 * px + 1, stride=1, padding=px)  # noqa: E731
         lids = (grown(round(5 * unit)) - grown(round(2 * unit))) > 0.5  # from 2 px out to 5 (at 256)
         inside, rim = float(masks.alpha[within > 0.5].max()), float(masks.alpha[lids].mean())
         print(f"\nalpha of the swapped face: at most {inside:.3f} inside the opening, {rim:.3f} on the lids round it")
@@ -313,15 +350,21 @@ def _depth_to(alpha: torch.Tensor, start: torch.Tensor, end: torch.Tensor, level
 
 
 @pytest.mark.parametrize("degrees", [0, 30, 90], ids=["upright", "tilted 30 degrees", "on its side"])
-@pytest.mark.parametrize("size, resolution", [(256, None), (192, 96)], ids=["256 as on CUDA", "192 at 96 as the CPU chain"])
-def test_the_forehead_fades_in_over_a_wider_band_than_the_cheeks(degrees: int, size: int, resolution: int | None) -> None:
+@pytest.mark.parametrize(
+    "size, resolution", [(256, None), (192, 96)], ids=["256 as on CUDA", "192 at 96 as the CPU chain"]
+)
+def test_the_forehead_fades_in_over_a_wider_band_than_the_cheeks(
+    degrees: int, size: int, resolution: int | None
+) -> None:
     """Where a lined forehead met a smooth one, the narrow band of the cheeks left a line across
     it (masks.py); across the forehead's upper part the swap fades in more slowly (about 1.5 times
     as far in; as far as at the cheeks before), on a tilted head along its own up (on its side, a
     fade by the image's up would widen the cheek's band instead)."""
     frame, points = target("obama.jpg")
     swapper = MeshSwapper(CPU, region_size=size)
-    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
+    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(
+        points
+    )
     angle = torch.tensor(degrees * torch.pi / 180)
     turn = torch.tensor([[angle.cos(), -angle.sin()], [angle.sin(), angle.cos()]])
     centre = torch.tensor([size / 2, size / 2])
@@ -330,7 +373,9 @@ def test_the_forehead_fades_in_over_a_wider_band_than_the_cheeks(degrees: int, s
     xy = region_points[0]
     forehead = _depth_to(alpha, xy[10], xy[9], 0.9)  # the outline's top, down to the brows' middle
     cheeks = [_depth_to(alpha, xy[side], xy[1], 0.9) for side in (234, 454)]  # the outline's sides, in to the nose tip
-    print(f"\nalpha reaches 0.9 at {forehead:.1f} px in from the forehead's top, {cheeks[0]:.1f} and {cheeks[1]:.1f} from the cheeks'")
+    print(
+        f"\nalpha reaches 0.9 at {forehead:.1f} px in from the forehead's top, {cheeks[0]:.1f} and {cheeks[1]:.1f} from the cheeks'"
+    )
     assert forehead > 1.3 * max(cheeks)
 
 
@@ -338,7 +383,9 @@ def test_a_nan_at_the_brows_middle_leaves_the_masks_finite() -> None:
     """The forehead's fade is measured from the brows' middle; a NaN there must not spoil every pixel."""
     frame, points = target("obama.jpg")
     swapper = MeshSwapper(CPU, region_size=256)
-    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(points)
+    region_points = swapper.render(as_float(frame), points, torch.tensor([0]), [source("biden.jpg")]).regions.to_region(
+        points
+    )
     broken = region_points[..., :2].clone()
     broken[0, 9] = float("nan")
     masks, reference = face_masks(broken, 256), face_masks(region_points[..., :2], 256)
@@ -364,8 +411,10 @@ def test_a_sources_highlight_gets_no_brighter_than_the_targets_own_skin(monkeypa
     base = read_regions(as_float(frame), eased.regions, (0, 0))
     own = float(torch.quantile(rgb_to_ycc(base)[0, 0][skin], HIGHLIGHT_QUANTILE))
     plain_luma, eased_luma = rgb_to_ycc(plain.warped)[0, 0][skin], rgb_to_ycc(eased.warped)[0, 0][skin]
-    print(f"\nthe face's luma, target skin's own brightest {own:.3f}: {float(plain_luma.max()):.3f} plain,"
-          f" {float(eased_luma.max()):.3f} eased; {int((plain_luma > own).sum())} px above it")
+    print(
+        f"\nthe face's luma, target skin's own brightest {own:.3f}: {float(plain_luma.max()):.3f} plain,"
+        f" {float(eased_luma.max()):.3f} eased; {int((plain_luma > own).sum())} px above it"
+    )
     assert int((plain_luma > own + 0.05).sum()) > 20, "the plain match does overshoot here: the test could fail"
     assert float(eased_luma.max()) <= own + 0.01  # the ceiling is read on every second pixel
     under = plain_luma < own - HIGHLIGHT_KNEE - 0.01

@@ -75,27 +75,48 @@ def unary(op: str, low: float = -2.0, high: float = 2.0, **attrs: object) -> Cas
 
 
 def binary(op: str, low: float = -2.0, high: float = 2.0) -> Case:
-    return Case(op, [node(op, ["a", "b"], ["y"])], {"a": rand(2, 3, 4, 5, low=low, high=high), "b": rand(3, 1, 5, low=low, high=high)})
+    return Case(
+        op,
+        [node(op, ["a", "b"], ["y"])],
+        {"a": rand(2, 3, 4, 5, low=low, high=high), "b": rand(3, 1, 5, low=low, high=high)},
+    )
 
 
 CASES = [
     # convolutions
-    Case("Conv", [node("Conv", ["x", "w", "b"], ["y"])], {"x": rand(2, 3, 9, 9)}, {"w": rand(4, 3, 3, 3), "b": rand(4)}),
+    Case(
+        "Conv", [node("Conv", ["x", "w", "b"], ["y"])], {"x": rand(2, 3, 9, 9)}, {"w": rand(4, 3, 3, 3), "b": rand(4)}
+    ),
     Case(
         "Conv-groups-strides-pads-dilations",
         [node("Conv", ["x", "w"], ["y"], group=2, strides=[2, 1], pads=[1, 2, 1, 2], dilations=[1, 2])],
         {"x": rand(1, 4, 11, 10)},
         {"w": rand(6, 2, 3, 3)},
     ),
-    Case("Conv-asymmetric-pads", [node("Conv", ["x", "w"], ["y"], pads=[0, 1, 2, 0])], {"x": rand(1, 2, 7, 7)}, {"w": rand(3, 2, 3, 3)}),
+    Case(
+        "Conv-asymmetric-pads",
+        [node("Conv", ["x", "w"], ["y"], pads=[0, 1, 2, 0])],
+        {"x": rand(1, 2, 7, 7)},
+        {"w": rand(3, 2, 3, 3)},
+    ),
     Case(
         "Conv-same-upper",
         [node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2])],
         {"x": rand(1, 2, 8, 7)},
         {"w": rand(3, 2, 4, 4)},
     ),
-    Case("Conv-depthwise", [node("Conv", ["x", "w"], ["y"], group=4, pads=[1, 1, 1, 1])], {"x": rand(2, 4, 6, 6)}, {"w": rand(4, 1, 3, 3)}),
-    Case("Conv-1d", [node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1])], {"x": rand(2, 3, 10)}, {"w": rand(5, 3, 3), "b": rand(5)}),
+    Case(
+        "Conv-depthwise",
+        [node("Conv", ["x", "w"], ["y"], group=4, pads=[1, 1, 1, 1])],
+        {"x": rand(2, 4, 6, 6)},
+        {"w": rand(4, 1, 3, 3)},
+    ),
+    Case(
+        "Conv-1d",
+        [node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1])],
+        {"x": rand(2, 3, 10)},
+        {"w": rand(5, 3, 3), "b": rand(5)},
+    ),
     Case(
         "ConvTranspose",
         [node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1])],
@@ -132,7 +153,9 @@ CASES = [
     binary("Sub"),
     binary("Mul"),
     Case("Div", [node("Div", ["a", "b"], ["y"])], {"a": rand(2, 3, 4), "b": rand(4, low=0.5, high=2.0)}),
-    Case("Pow", [node("Pow", ["a", "b"], ["y"])], {"a": rand(2, 3, 4, low=0.1, high=2.0), "b": rand(1, low=-2, high=2)}),
+    Case(
+        "Pow", [node("Pow", ["a", "b"], ["y"])], {"a": rand(2, 3, 4, low=0.1, high=2.0), "b": rand(1, low=-2, high=2)}
+    ),
     Case("Pow-square", [node("Pow", ["a", "e"], ["y"])], {"a": rand(2, 3, 4)}, {"e": f32(2.0)}),
     unary("Sqrt", 0.0, 4.0),
     unary("Neg"),
@@ -147,12 +170,25 @@ CASES = [
     unary("Abs"),
     Case("Max", [node("Max", ["a", "b", "c"], ["y"])], {"a": rand(2, 3), "b": rand(3), "c": rand(2, 1)}),
     Case("Min", [node("Min", ["a", "b"], ["y"])], {"a": rand(2, 3), "b": rand(3)}),
-    Case("Where", [node("Greater", ["a", "b"], ["c"]), node("Where", ["c", "a", "b"], ["y"])], {"a": rand(2, 3), "b": rand(3)}),
-    Case("Clip", [node("Clip", ["x", "lo", "hi"], ["y"])], {"x": rand(2, 3, 4)}, {"lo": f32(-0.3).reshape(()), "hi": f32(0.5).reshape(())}),
+    Case(
+        "Where",
+        [node("Greater", ["a", "b"], ["c"]), node("Where", ["c", "a", "b"], ["y"])],
+        {"a": rand(2, 3), "b": rand(3)},
+    ),
+    Case(
+        "Clip",
+        [node("Clip", ["x", "lo", "hi"], ["y"])],
+        {"x": rand(2, 3, 4)},
+        {"lo": f32(-0.3).reshape(()), "hi": f32(0.5).reshape(())},
+    ),
     Case("Clip-min-only", [node("Clip", ["x", "lo"], ["y"])], {"x": rand(2, 3, 4)}, {"lo": f32(0.1).reshape(())}),
     Case("Clip-opset6", [node("Clip", ["x"], ["y"], min=-0.2, max=0.4)], {"x": rand(2, 3, 4)}, opset=6),
     Case("Cast-to-int", [node("Cast", ["x"], ["y"], to=TensorProto.INT64)], {"x": rand(2, 3, low=-5, high=5)}),
-    Case("Cast-to-float", [node("Shape", ["x"], ["s"]), node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)], {"x": rand(2, 3)}),
+    Case(
+        "Cast-to-float",
+        [node("Shape", ["x"], ["s"]), node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)],
+        {"x": rand(2, 3)},
+    ),
     Case("Softmax", [node("Softmax", ["x"], ["y"], axis=1)], {"x": rand(2, 3, 4, 5)}),
     Case("Softmax-opset11", [node("Softmax", ["x"], ["y"], axis=1)], {"x": rand(2, 7)}, opset=11),
     # matrix products
@@ -174,22 +210,52 @@ CASES = [
     Case("Reshape", [node("Reshape", ["x", "s"], ["y"])], {"x": rand(2, 3, 4)}, {"s": i64(0, -1, 2)}),
     Case("Transpose", [node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])], {"x": rand(2, 3, 4, 5)}),
     Case("Concat", [node("Concat", ["a", "b"], ["y"], axis=1)], {"a": rand(2, 3, 4), "b": rand(2, 2, 4)}),
-    Case("Split-input", [node("Split", ["x", "s"], ["y", "z"], axis=1)], {"x": rand(2, 5, 3)}, {"s": i64(2, 3)}, outputs=("y", "z")),
-    Case("Split-attr-opset11", [node("Split", ["x"], ["y", "z"], axis=-1, split=[1, 2])], {"x": rand(2, 3)}, opset=11, outputs=("y", "z")),
-    Case("Split-num-outputs", [node("Split", ["x"], ["y", "z"], axis=1, num_outputs=2)], {"x": rand(2, 5)}, opset=18, outputs=("y", "z")),
+    Case(
+        "Split-input",
+        [node("Split", ["x", "s"], ["y", "z"], axis=1)],
+        {"x": rand(2, 5, 3)},
+        {"s": i64(2, 3)},
+        outputs=("y", "z"),
+    ),
+    Case(
+        "Split-attr-opset11",
+        [node("Split", ["x"], ["y", "z"], axis=-1, split=[1, 2])],
+        {"x": rand(2, 3)},
+        opset=11,
+        outputs=("y", "z"),
+    ),
+    Case(
+        "Split-num-outputs",
+        [node("Split", ["x"], ["y", "z"], axis=1, num_outputs=2)],
+        {"x": rand(2, 5)},
+        opset=18,
+        outputs=("y", "z"),
+    ),
     Case(
         "Slice",
         [node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])],
         {"x": rand(4, 6, 5)},
         {"st": i64(1, -1), "en": i64(100, 0), "ax": i64(1, 2), "sp": i64(2, -2)},
     ),
-    Case("Slice-opset9", [node("Slice", ["x"], ["y"], starts=[0, 1], ends=[2, -1], axes=[0, 2])], {"x": rand(3, 4, 5)}, opset=9),
+    Case(
+        "Slice-opset9",
+        [node("Slice", ["x"], ["y"], starts=[0, 1], ends=[2, -1], axes=[0, 2])],
+        {"x": rand(3, 4, 5)},
+        opset=9,
+    ),
     Case("Squeeze", [node("Squeeze", ["x", "a"], ["y"])], {"x": rand(2, 1, 3, 1)}, {"a": i64(1, -1)}),
     Case("Squeeze-opset11", [node("Squeeze", ["x"], ["y"], axes=[1])], {"x": rand(2, 1, 3)}, opset=11),
     Case("Unsqueeze", [node("Unsqueeze", ["x", "a"], ["y"])], {"x": rand(2, 3)}, {"a": i64(-1, 1)}),
     Case("Unsqueeze-opset11", [node("Unsqueeze", ["x"], ["y"], axes=[0, 3])], {"x": rand(2, 3)}, opset=11),
-    Case("Gather", [node("Gather", ["x", "i"], ["y"], axis=1)], {"x": rand(2, 5, 3)}, {"i": i64(4, -1, 0).reshape(3, 1)}),
-    Case("Gather-scalar", [node("Gather", ["x", "i"], ["y"], axis=0)], {"x": rand(4, 3)}, {"i": np.array(2, dtype=np.int64)}),
+    Case(
+        "Gather", [node("Gather", ["x", "i"], ["y"], axis=1)], {"x": rand(2, 5, 3)}, {"i": i64(4, -1, 0).reshape(3, 1)}
+    ),
+    Case(
+        "Gather-scalar",
+        [node("Gather", ["x", "i"], ["y"], axis=0)],
+        {"x": rand(4, 3)},
+        {"i": np.array(2, dtype=np.int64)},
+    ),
     Case("Shape", [node("Shape", ["x"], ["y"])], {"x": rand(2, 3, 4)}),
     Case("Shape-start", [node("Shape", ["x"], ["y"], start=1, end=-1)], {"x": rand(2, 3, 4, 5)}, opset=15),
     Case(
@@ -197,7 +263,11 @@ CASES = [
         [node("Constant", [], ["c"], value=numpy_helper.from_array(rand(3), "c")), node("Add", ["x", "c"], ["y"])],
         {"x": rand(2, 3)},
     ),
-    Case("ConstantOfShape", [node("ConstantOfShape", ["s"], ["y"], value=numpy_helper.from_array(f32(1.5), "v"))], {"s": i64(2, 3)}),
+    Case(
+        "ConstantOfShape",
+        [node("ConstantOfShape", ["s"], ["y"], value=numpy_helper.from_array(f32(1.5), "v"))],
+        {"s": i64(2, 3)},
+    ),
     Case("Identity", [node("Identity", ["x"], ["y"])], {"x": rand(2, 3)}),
     Case(
         "shape-arithmetic-reshape",
@@ -214,18 +284,57 @@ CASES = [
     Case("Expand", [node("Expand", ["x", "s"], ["y"])], {"x": rand(3, 1)}, {"s": i64(2, 1, 4)}),
     Case("Tile", [node("Tile", ["x", "r"], ["y"])], {"x": rand(2, 3)}, {"r": i64(2, 1)}),
     # padding and resampling
-    Case("Pad-constant", [node("Pad", ["x", "p", "v"], ["y"], mode="constant")], {"x": rand(1, 2, 3, 4)}, {"p": i64(0, 0, 1, 2, 0, 0, 2, 0), "v": f32(0.7).reshape(())}),
-    Case("Pad-reflect", [node("Pad", ["x", "p"], ["y"], mode="reflect")], {"x": rand(2, 2, 5, 6)}, {"p": i64(0, 0, 2, 1, 0, 0, 1, 3)}),
-    Case("Pad-edge", [node("Pad", ["x", "p"], ["y"], mode="edge")], {"x": rand(2, 2, 4, 4)}, {"p": i64(0, 0, 1, 3, 0, 0, 2, 0)}),
-    Case("Pad-opset2", [node("Pad", ["x"], ["y"], mode="reflect", pads=[0, 0, 1, 1, 0, 0, 1, 1])], {"x": rand(1, 2, 4, 4)}, opset=2),
+    Case(
+        "Pad-constant",
+        [node("Pad", ["x", "p", "v"], ["y"], mode="constant")],
+        {"x": rand(1, 2, 3, 4)},
+        {"p": i64(0, 0, 1, 2, 0, 0, 2, 0), "v": f32(0.7).reshape(())},
+    ),
+    Case(
+        "Pad-reflect",
+        [node("Pad", ["x", "p"], ["y"], mode="reflect")],
+        {"x": rand(2, 2, 5, 6)},
+        {"p": i64(0, 0, 2, 1, 0, 0, 1, 3)},
+    ),
+    Case(
+        "Pad-edge",
+        [node("Pad", ["x", "p"], ["y"], mode="edge")],
+        {"x": rand(2, 2, 4, 4)},
+        {"p": i64(0, 0, 1, 3, 0, 0, 2, 0)},
+    ),
+    Case(
+        "Pad-opset2",
+        [node("Pad", ["x"], ["y"], mode="reflect", pads=[0, 0, 1, 1, 0, 0, 1, 1])],
+        {"x": rand(1, 2, 4, 4)},
+        opset=2,
+    ),
     Case(
         "Resize-nearest-scales",
-        [node("Resize", ["x", "", "sc"], ["y"], mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+        [
+            node(
+                "Resize",
+                ["x", "", "sc"],
+                ["y"],
+                mode="nearest",
+                coordinate_transformation_mode="asymmetric",
+                nearest_mode="floor",
+            )
+        ],
         {"x": rand(1, 2, 4, 5)},
         {"sc": f32(1, 1, 2, 3)},
     ),
-    Case("Resize-nearest-half-pixel-down", [node("Resize", ["x", "", "sc"], ["y"], mode="nearest")], {"x": rand(1, 2, 8, 8)}, {"sc": f32(1, 1, 0.5, 0.5)}),
-    Case("Resize-linear-half-pixel", [node("Resize", ["x", "", "sc"], ["y"], mode="linear")], {"x": rand(2, 2, 4, 5)}, {"sc": f32(1, 1, 2, 1.5)}),
+    Case(
+        "Resize-nearest-half-pixel-down",
+        [node("Resize", ["x", "", "sc"], ["y"], mode="nearest")],
+        {"x": rand(1, 2, 8, 8)},
+        {"sc": f32(1, 1, 0.5, 0.5)},
+    ),
+    Case(
+        "Resize-linear-half-pixel",
+        [node("Resize", ["x", "", "sc"], ["y"], mode="linear")],
+        {"x": rand(2, 2, 4, 5)},
+        {"sc": f32(1, 1, 2, 1.5)},
+    ),
     Case(
         "Resize-linear-align-corners-sizes",
         [node("Resize", ["x", "", "", "sz"], ["y"], mode="linear", coordinate_transformation_mode="align_corners")],
@@ -234,28 +343,64 @@ CASES = [
     ),
     Case(
         "Resize-linear-pytorch-half-pixel-down",
-        [node("Resize", ["x", "", "", "sz"], ["y"], mode="linear", coordinate_transformation_mode="pytorch_half_pixel")],
+        [
+            node(
+                "Resize", ["x", "", "", "sz"], ["y"], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"
+            )
+        ],
         {"x": rand(1, 1, 9, 8)},
         {"sz": i64(1, 1, 4, 3)},
     ),
-    Case("Upsample-opset9", [node("Upsample", ["x", "sc"], ["y"], mode="nearest")], {"x": rand(1, 2, 3, 4)}, {"sc": f32(1, 1, 2, 2)}, opset=9),
+    Case(
+        "Upsample-opset9",
+        [node("Upsample", ["x", "sc"], ["y"], mode="nearest")],
+        {"x": rand(1, 2, 3, 4)},
+        {"sc": f32(1, 1, 2, 2)},
+        opset=9,
+    ),
     # reductions and pooling
     Case("ReduceMean", [node("ReduceMean", ["x"], ["y"], axes=[2, 3])], {"x": rand(2, 3, 4, 5)}, opset=13),
-    Case("ReduceMean-axes-input", [node("ReduceMean", ["x", "a"], ["y"], keepdims=0)], {"x": rand(2, 3, 4)}, {"a": i64(-1)}, opset=18),
+    Case(
+        "ReduceMean-axes-input",
+        [node("ReduceMean", ["x", "a"], ["y"], keepdims=0)],
+        {"x": rand(2, 3, 4)},
+        {"a": i64(-1)},
+        opset=18,
+    ),
     Case("ReduceSum", [node("ReduceSum", ["x", "a"], ["y"])], {"x": rand(2, 3, 4)}, {"a": i64(1)}, opset=13),
     Case("ReduceSum-all", [node("ReduceSum", ["x"], ["y"], keepdims=0)], {"x": rand(2, 3, 4)}, opset=13),
     Case("ReduceL2", [node("ReduceL2", ["x"], ["y"], axes=[1], keepdims=0)], {"x": rand(2, 5, 3)}, opset=13),
     Case("GlobalAveragePool", [node("GlobalAveragePool", ["x"], ["y"])], {"x": rand(2, 3, 5, 4)}),
-    Case("AveragePool", [node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])], {"x": rand(1, 2, 7, 7)}),
+    Case(
+        "AveragePool",
+        [node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+        {"x": rand(1, 2, 7, 7)},
+    ),
     Case(
         "AveragePool-count-include-pad",
         [node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)],
         {"x": rand(1, 2, 5, 5)},
     ),
-    Case("AveragePool-asymmetric", [node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], pads=[0, 0, 1, 1])], {"x": rand(1, 2, 5, 5)}),
-    Case("MaxPool", [node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])], {"x": rand(1, 2, 8, 8)}),
-    Case("MaxPool-ceil", [node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)], {"x": rand(1, 2, 7, 7)}),
-    Case("MaxPool-asymmetric", [node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], pads=[1, 0, 0, 1])], {"x": rand(1, 1, 5, 5)}),
+    Case(
+        "AveragePool-asymmetric",
+        [node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], pads=[0, 0, 1, 1])],
+        {"x": rand(1, 2, 5, 5)},
+    ),
+    Case(
+        "MaxPool",
+        [node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+        {"x": rand(1, 2, 8, 8)},
+    ),
+    Case(
+        "MaxPool-ceil",
+        [node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
+        {"x": rand(1, 2, 7, 7)},
+    ),
+    Case(
+        "MaxPool-asymmetric",
+        [node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], pads=[1, 0, 0, 1])],
+        {"x": rand(1, 1, 5, 5)},
+    ),
 ]
 
 
@@ -288,7 +433,14 @@ def test_grouped_conv_transpose_equals_its_groups() -> None:
     attrs = {"strides": [2, 3], "output_padding": [1, 0], "pads": [1, 0, 0, 1]}
     grouped = make_model([node("ConvTranspose", ["x", "w"], ["y"], group=2, **attrs)], {"x": x}, {"w": w})
     parts = [
-        reference_output(make_model([node("ConvTranspose", ["x", "w"], ["y"], **attrs)], {"x": x[:, g * 2 : g * 2 + 2]}, {"w": w[g * 2 : g * 2 + 2]}), {"x": x[:, g * 2 : g * 2 + 2]})
+        reference_output(
+            make_model(
+                [node("ConvTranspose", ["x", "w"], ["y"], **attrs)],
+                {"x": x[:, g * 2 : g * 2 + 2]},
+                {"w": w[g * 2 : g * 2 + 2]},
+            ),
+            {"x": x[:, g * 2 : g * 2 + 2]},
+        )
         for g in range(2)
     ]
     np.testing.assert_allclose(ours(grouped, {"x": x}), np.concatenate(parts, axis=1), rtol=1e-4, atol=1e-5)
@@ -297,8 +449,12 @@ def test_grouped_conv_transpose_equals_its_groups() -> None:
 def test_conv_transpose_output_shape_equals_the_pads_it_implies() -> None:
     # stride 2, kernel 3, 5 -> full 11; output_shape 10 leaves 1 to crop, at the start (not SAME_UPPER)
     x, w = rand(1, 2, 5, 5), rand(2, 3, 3, 3)
-    shaped = make_model([node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], output_shape=[10, 10])], {"x": x}, {"w": w})
-    padded = make_model([node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 0, 0])], {"x": x}, {"w": w})
+    shaped = make_model(
+        [node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], output_shape=[10, 10])], {"x": x}, {"w": w}
+    )
+    padded = make_model(
+        [node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 0, 0])], {"x": x}, {"w": w}
+    )
     got = ours(shaped, {"x": x})
     assert got.shape == (1, 3, 10, 10)
     np.testing.assert_allclose(got, reference_output(padded, {"x": x}), rtol=1e-4, atol=1e-5)
@@ -314,13 +470,64 @@ def test_softmax_before_opset13_normalises_the_coerced_2d_input() -> None:
 
 def test_resize_opset10_is_upsample() -> None:
     x = rand(1, 2, 3, 4)
-    resize10 = make_model([node("Resize", ["x", "sc"], ["y"], mode="nearest")], {"x": x}, {"sc": f32(1, 1, 2, 3)}, opset=10)
-    upsample9 = make_model([node("Upsample", ["x", "sc"], ["y"], mode="nearest")], {"x": x}, {"sc": f32(1, 1, 2, 3)}, opset=9)
+    resize10 = make_model(
+        [node("Resize", ["x", "sc"], ["y"], mode="nearest")], {"x": x}, {"sc": f32(1, 1, 2, 3)}, opset=10
+    )
+    upsample9 = make_model(
+        [node("Upsample", ["x", "sc"], ["y"], mode="nearest")], {"x": x}, {"sc": f32(1, 1, 2, 3)}, opset=9
+    )
     np.testing.assert_array_equal(ours(resize10, {"x": x}), reference_output(upsample9, {"x": x}))
 
 
 def test_every_required_op_is_covered() -> None:
-    required = ["Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Neg", "Exp", "Reciprocal", "Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Gemm", "MatMul", "Flatten", "Reshape", "Transpose", "Concat", "Split", "Slice", "Squeeze", "Unsqueeze", "Gather", "Shape", "Constant", "ConstantOfShape", "Identity", "Pad", "Resize", "Upsample", "ReduceMean", "ReduceSum", "ReduceL2", "GlobalAveragePool", "AveragePool", "MaxPool", "Clip", "Cast", "Erf", "Softmax"]
+    required = [
+        "Conv",
+        "ConvTranspose",
+        "BatchNormalization",
+        "InstanceNormalization",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "Sqrt",
+        "Neg",
+        "Exp",
+        "Reciprocal",
+        "Relu",
+        "LeakyRelu",
+        "PRelu",
+        "Sigmoid",
+        "Tanh",
+        "Gemm",
+        "MatMul",
+        "Flatten",
+        "Reshape",
+        "Transpose",
+        "Concat",
+        "Split",
+        "Slice",
+        "Squeeze",
+        "Unsqueeze",
+        "Gather",
+        "Shape",
+        "Constant",
+        "ConstantOfShape",
+        "Identity",
+        "Pad",
+        "Resize",
+        "Upsample",
+        "ReduceMean",
+        "ReduceSum",
+        "ReduceL2",
+        "GlobalAveragePool",
+        "AveragePool",
+        "MaxPool",
+        "Clip",
+        "Cast",
+        "Erf",
+        "Softmax",
+    ]
     tested = {n.op_type for case in CASES for n in case.nodes}
     assert set(required) <= tested, set(required) - tested
 
@@ -357,7 +564,9 @@ def test_batch_of_n_equals_n_single_runs() -> None:
     assert batched.shape == (3, 6, 1, 1)
     torch.testing.assert_close(batched, singles, rtol=1e-5, atol=1e-5)
     reference = ReferenceEvaluator(model)
-    torch.testing.assert_close(singles[1:2], torch.from_numpy(reference.run(None, {"x": x[1:2].numpy()})[0]), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        singles[1:2], torch.from_numpy(reference.run(None, {"x": x[1:2].numpy()})[0]), rtol=1e-4, atol=1e-5
+    )
 
 
 def test_batch_rule() -> None:
@@ -372,7 +581,9 @@ def test_batch_rule() -> None:
 
 
 def test_unsupported_op_names_the_op_and_node() -> None:
-    model = make_model([node("Relu", ["x"], ["r"], name="first"), node("Hardmax", ["r"], ["y"], name="the_culprit")], {"x": rand(2, 3)})
+    model = make_model(
+        [node("Relu", ["x"], ["r"], name="first"), node("Hardmax", ["r"], ["y"], name="the_culprit")], {"x": rand(2, 3)}
+    )
     with pytest.raises(UnsupportedOperator, match=r"'Hardmax'.*'the_culprit'"):
         OnnxTorchGraph(model)
     custom = make_model([node("FusedConv", ["x"], ["y"], name="ms", domain="com.microsoft")], {"x": rand(2, 3)})

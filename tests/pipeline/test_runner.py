@@ -7,13 +7,12 @@ import time
 import av
 import numpy as np
 import pytest
+import torch
 
 from pipeline.chain import ChainItem, UnstagedChain
 from pipeline.chains import UnknownChain, create_chain
 from pipeline.runner import BatchRunner, FrameResult
 from pipeline.settings import PipelineSettings
-
-import torch
 
 
 def make_frame(value: int, pts: int = 0, width: int = 64, height: int = 48) -> av.VideoFrame:
@@ -63,10 +62,7 @@ class RecordingChain(UnstagedChain):
             self.times[item.session_id] = item.time
         if self.fail_batch:
             raise RuntimeError("model exploded")
-        return [
-            ValueError("bad face") if item.session_id == self.fail_session else item.image + 1
-            for item in batch
-        ]
+        return [ValueError("bad face") if item.session_id == self.fail_session else item.image + 1 for item in batch]
 
     def forget_session(self, session_id: str) -> None:
         self.forgotten.append(session_id)
@@ -184,7 +180,8 @@ def test_processed_frame_keeps_timing(runner_factory):
 
 
 @pytest.mark.parametrize(
-    "chain, message", [(RecordingChain(fail_batch=True), "model exploded"), (RecordingChain(fail_stage=True), "upload failed")]
+    "chain, message",
+    [(RecordingChain(fail_batch=True), "model exploded"), (RecordingChain(fail_stage=True), "upload failed")],
 )
 def test_a_failed_batch_or_stage_passes_the_frames_through(runner_factory, chain, message):
     runner = runner_factory(chain)

@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from support.photos import face_rgb
 from pipeline.detect import FaceDetector
 from pipeline.landmarks import FaceMesher
 from pipeline.swap import MeshSwapper, SourceFace, analyse_source
 from pipeline.swap.color_match import rgb_to_ycc
 from pipeline.swap.masks import polygon_masks
-from pipeline.swap.source_skin import colourless_edges
 from pipeline.swap.source import mesh_points
+from pipeline.swap.source_skin import colourless_edges
 from pipeline.swap.topology import BROW_IMAGE_LEFT, BROW_IMAGE_RIGHT, FACE_OVAL
+from support.photos import face_rgb
 from support.sdist_photos import photo_rgb
 
 PORTRAITS = ("obama.jpg", "obama2.jpg", "obama3.jpg", "biden.jpg", "astronaut.png", "grace_hopper.jpg")
@@ -113,7 +113,9 @@ def test_white_hair_at_the_temples_stays_off_a_turned_head(turned_head, sources)
 
     biden = sources["biden.jpg"]
     (outline_alone, own), (weighted, _) = count(SourceFace(biden.image, biden.points)), count(biden)
-    print(f"\nwhitish pixels on the turned head: {outline_alone} with the outline alone, {weighted} with the hair kept off, the target's own {own}")
+    print(
+        f"\nwhitish pixels on the turned head: {outline_alone} with the outline alone, {weighted} with the hair kept off, the target's own {own}"
+    )
     assert outline_alone > 5 * own + 100
     assert weighted < 2 * own + 20
 
@@ -146,7 +148,11 @@ def test_a_face_cut_off_by_the_photo_edge_pastes_no_black_chin(models, sources):
         luma = lambda rgb: 0.299 * rgb[:, 0] + 0.587 * rgb[:, 1] + 0.114 * rgb[:, 2]  # noqa: E731
         return int((luma(frames) - luma(swapper.swap(frames, target_points, index, [source])) > 0.25).sum())
 
-    counts = {"outline alone": darkened(SourceFace(cut.image, cut.points)), "with the photo's edge": darkened(cut), "whole photo": darkened(whole)}
+    counts = {
+        "outline alone": darkened(SourceFace(cut.image, cut.points)),
+        "with the photo's edge": darkened(cut),
+        "whole photo": darkened(whole),
+    }
     print("\npixels darkened by more than a quarter of the range:", counts)
     assert counts["outline alone"] > 3 * counts["whole photo"]
     assert counts["with the photo's edge"] <= counts["whole photo"]
@@ -196,7 +202,10 @@ def test_a_sources_fringe_leaves_no_band_on_the_targets_forehead(models, sources
         return float(darker.mean()), float(torch.quantile(darker, 0.95))
 
     astronaut = sources["astronaut.png"]
-    (with_hair, with_hair_darkest), (without, without_darkest) = darkening(SourceFace(astronaut.image, astronaut.points)), darkening(astronaut)
+    (with_hair, with_hair_darkest), (without, without_darkest) = (
+        darkening(SourceFace(astronaut.image, astronaut.points)),
+        darkening(astronaut),
+    )
     print(
         f"\n{target_name}'s forehead darkened by {with_hair:.1f} grey levels with the fringe, {without:.1f} without;"
         f" its darkest 5 % by {with_hair_darkest:.1f} and {without_darkest:.1f}"

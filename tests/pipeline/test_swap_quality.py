@@ -45,7 +45,12 @@ def results():
     faces = FaceLibrary()
     chain = create_chain("mesh", device, faces)
     embedder = IdentityEmbedder(device)
-    ids = {name: faces.add(face_rgb(name), owner="q", format="x", size_bytes=0, analysis=chain.analysis.analyse(face_rgb(name))).id for name in PEOPLE}
+    ids = {
+        name: faces.add(
+            face_rgb(name), owner="q", format="x", size_bytes=0, analysis=chain.analysis.analyse(face_rgb(name))
+        ).id
+        for name in PEOPLE
+    }
 
     def measure(i420: np.ndarray):
         rgb = rgb_of(i420)
@@ -53,7 +58,9 @@ def results():
         largest = int((found.boxes[:, 2:] - found.boxes[:, :2]).prod(dim=1).argmax())
         index = torch.zeros(1, dtype=torch.long)
         identity = embedder.embed(rgb, found.keypoints[largest : largest + 1], index)[0]
-        points, _ = mesh_points(rgb, found.boxes[largest : largest + 1], found.keypoints[largest : largest + 1, :2], index, chain.mesher)
+        points, _ = mesh_points(
+            rgb, found.boxes[largest : largest + 1], found.keypoints[largest : largest + 1, :2], index, chain.mesher
+        )
         return identity, points[0, :, :2], found.boxes[largest]
 
     frames = {name: square_frame(face_rgb(name)) for name in PEOPLE}
@@ -68,7 +75,9 @@ def results():
             # and flattered identity (with the code of 5cf4a31: 22 of 24 pairs on the first frame,
             # 18 from the second on, under the 80 % asked for)
             for frame in range(FRAMES):
-                item = ChainItem(f"{source}->{target}", frames[target], {"face_id": ids[source]}, time=frame * FRAME_INTERVAL_S)
+                item = ChainItem(
+                    f"{source}->{target}", frames[target], {"face_id": ids[source]}, time=frame * FRAME_INTERVAL_S
+                )
                 out = chain.run([item])[0]
             assert out is not None, f"{source} -> {target}: no face swapped"
             identity, points, _ = measure(out)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from support.photos import face_rgb
 
 from pipeline.detect import Detections, FaceDetector
 from pipeline.landmarks import FaceMesher, crop_faces, to_frame_coords
@@ -29,6 +28,7 @@ from pipeline.tracking import (
     stack_crops,
 )
 from pipeline.tracking.tracker import iou
+from support.photos import face_rgb
 
 FPS = 30.0
 POINTS = 468
@@ -136,10 +136,14 @@ def test_rows_keep_their_own_clocks() -> None:
     """Two tracks in one filter, at 30 and 12 fps with unrelated clocks (one near 1.7e9 s,
     beyond float32's resolution), give what each gives alone."""
     size = 150.0
-    motion = [TEMPLATE * size + torch.tensor([100.0 + 3 * i, 200.0, 0.0]) + noise((POINTS, 3), 1.0, i) for i in range(40)]
+    motion = [
+        TEMPLATE * size + torch.tensor([100.0 + 3 * i, 200.0, 0.0]) + noise((POINTS, 3), 1.0, i) for i in range(40)
+    ]
     clocks = [[i / 30 for i in range(40)], [1.7e9 + i / 12 for i in range(40)]]
     both = OneEuroFilter(2)
-    together = [both.filter(torch.stack((frame, frame)), [clocks[0][i], clocks[1][i]]) for i, frame in enumerate(motion)]
+    together = [
+        both.filter(torch.stack((frame, frame)), [clocks[0][i], clocks[1][i]]) for i, frame in enumerate(motion)
+    ]
     for row, clock in enumerate(clocks):
         alone = OneEuroFilter(1)
         expected = [alone.filter(frame[None], [clock[i]])[0] for i, frame in enumerate(motion)]
@@ -164,7 +168,9 @@ def test_reset_starts_rows_over_and_a_repeated_time_keeps_the_value() -> None:
 def test_the_step_function_batches_rows_and_checks_shapes() -> None:
     faces = torch.stack([TEMPLATE * 100, TEMPLATE * 300])
     state = OneEuroState.start(faces)
-    out = one_euro_step(state, faces + 1, torch.tensor([1 / FPS, 1 / FPS]), OneEuroSettings(), fresh=torch.tensor([False, True]))
+    out = one_euro_step(
+        state, faces + 1, torch.tensor([1 / FPS, 1 / FPS]), OneEuroSettings(), fresh=torch.tensor([False, True])
+    )
     assert torch.equal(out.value[1], faces[1] + 1) and not out.slope[1].any()
     assert (out.value[0] - faces[0]).abs().max() < 1
     with pytest.raises(ValueError):
@@ -405,7 +411,9 @@ def test_a_mesh_with_nan_infinite_or_absurd_points_counts_as_missed() -> None:
         crops = world.tracker.crops(plan.sessions[0], None)
         points = torch.stack([Face(300, 200).points] * len(crops))
         points[0, 5, 0] = bad
-        world.tracker.update([Observation("a", world.frame / FPS, False, crops, points, torch.full((len(crops),), 0.95))])
+        world.tracker.update(
+            [Observation("a", world.frame / FPS, False, crops, points, torch.full((len(crops),), 0.95))]
+        )
         world.frame += 1
         (track,) = world.tracker.tracks("a")
         assert track.misses == 1 and bool(track.smoothed.isfinite().all())
@@ -517,7 +525,9 @@ def test_cuda_smoothing_and_tracking_match_the_cpu() -> None:
         for step in range(5):
             face = Face(300 + step, 200)
             crops = tracker.plan([("a", step / FPS)]).sessions[0].crops or (
-                FaceCrop(None, torch.tensor(face.bounds, device=device), face.points[[LEFT_EYE, RIGHT_EYE], :2].to(device)),
+                FaceCrop(
+                    None, torch.tensor(face.bounds, device=device), face.points[[LEFT_EYE, RIGHT_EYE], :2].to(device)
+                ),
             )
             points = face.points.to(device)[None].expand(len(crops), POINTS, 3)
             scores = torch.full((len(crops),), 0.9, device=device)

@@ -7,11 +7,11 @@ import math
 from typing import Any
 
 import redis.asyncio as aioredis
-from support.redis_server import RedisServer
 
 from quota.memory_store import MemoryStore
 from quota.redis_store import RedisStore
 from quota.store import QuotaStore
+from support.redis_server import RedisServer
 
 
 class FakeClock:

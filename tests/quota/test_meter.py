@@ -29,8 +29,15 @@ async def make_meter(
     await store.create_account("acct", tier, to_micro(balance), "hash")
     changes, exhausted = [], []
     meter = SessionMeter(
-        store, "acct", settings.tier(tier), "s1", settings,
-        on_change=changes.append, on_exhausted=exhausted.append, clock=clock or Clock(), late_returns=late_returns,
+        store,
+        "acct",
+        settings.tier(tier),
+        "s1",
+        settings,
+        on_change=changes.append,
+        on_exhausted=exhausted.append,
+        clock=clock or Clock(),
+        late_returns=late_returns,
     )
     return meter, store, changes, exhausted
 
@@ -70,8 +77,17 @@ async def test_price_follows_the_output_resolution():
 
 @pytest.mark.parametrize(
     "size, price",
-    [((640, 480), 1), ((480, 640), 1), ((320, 960), 1), ((641, 480), 3), ((1280, 720), 3), ((720, 1280), 3),
-     ((2560, 480), 5), ((1281, 720), 5), ((1920, 1080), 5)],
+    [
+        ((640, 480), 1),
+        ((480, 640), 1),
+        ((320, 960), 1),
+        ((641, 480), 3),
+        ((1280, 720), 3),
+        ((720, 1280), 3),
+        ((2560, 480), 5),
+        ((1281, 720), 5),
+        ((1920, 1080), 5),
+    ],
 )
 def test_the_price_goes_by_pixel_count_not_height(size, price):
     """By height, a 2560x480 strip (four times 480p's pixels) was billed as 480p and a 480x640
@@ -327,7 +343,9 @@ async def test_a_renewal_whose_answer_was_lost_is_retried_as_it_was_sent():
     await meter.close()
     await runner
     assert charged == pytest.approx(7, abs=1e-3), "all of the balance, no more"
-    assert await balance_of(lossy.store) == pytest.approx(7 - charged, abs=1e-3), "what the meter charged, the store has"
+    assert await balance_of(lossy.store) == pytest.approx(7 - charged, abs=1e-3), (
+        "what the meter charged, the store has"
+    )
 
 
 async def test_a_lease_that_cannot_be_refilled_is_asked_once_a_second_not_every_frame():

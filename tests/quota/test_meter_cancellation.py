@@ -80,8 +80,12 @@ def test_the_race_in_each_supported_python(version):
     if python is None:
         pytest.skip(f"Python {version} is not installed here")
     result = subprocess.run(
-        [python, "-c", RACE], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True, text=True, timeout=60,
+        [python, "-c", RACE],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ended", f"Python {version}: the cancelled meter was {result.stdout.strip()!r}"

@@ -8,12 +8,12 @@ import time
 import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
-from support.redis_server import RedisServer, free_port
 
 from quota.errors import LeaseNotFound, StoreUnavailable, TooManyLeases
 from quota.redis_store import SCRIPTS, RedisStore
 from quota.settings import MICRO, TierRules
 from quota.store import Grant
+from support.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.redis
 
@@ -142,7 +142,9 @@ async def test_a_restarted_node_settles_the_leases_its_crashed_run_left(redis_se
         assert (await restarted.get_account("ann", single)).balance == 7 * T  # spent 3 as last reported
         assert (await restarted.get_account("bo", single)).balance == 10 * T
         for account_id in ("ann", "bo"):  # the one slot is free at once
-            assert (await restarted.open_lease(account_id, "l2", "s2", T, single, lease_ttl_s=60.0, **KW)).open_leases == 1
+            assert (
+                await restarted.open_lease(account_id, "l2", "s2", T, single, lease_ttl_s=60.0, **KW)
+            ).open_leases == 1
         with pytest.raises(LeaseNotFound):  # the crashed run's lease is gone for good
             await crashed.renew_lease("ann", "l1", 2, 4 * T, T, single, **KW)
         assert await restarted.settle_node_leases() == 2  # this run's, had it crashed too

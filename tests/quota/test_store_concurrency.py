@@ -25,9 +25,7 @@ async def _open(store: QuotaStore, lease: str, want: int, rules: TierRules) -> G
 
 async def _open_many(under_test: StoreUnderTest, want: int, rules: TierRules) -> list[Grant | Exception]:
     nodes = under_test.nodes(NODES)
-    return await asyncio.gather(
-        *(_open(nodes[n % NODES], f"l{n}", want, rules) for n in range(REQUESTS))
-    )
+    return await asyncio.gather(*(_open(nodes[n % NODES], f"l{n}", want, rules) for n in range(REQUESTS)))
 
 
 def _grants(results: list[Grant | Exception]) -> list[Grant]:

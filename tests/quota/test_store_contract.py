@@ -31,17 +31,37 @@ PAIR = TierRules("pair", max_sessions=2)
 
 
 async def open_lease(
-    store: QuotaStore, account: str, lease: str, want: int, rules: TierRules = PAID, *, ttl: float = 60.0,
-    hour_s: float = HOUR_S, refill_period_s: float = REFILL_PERIOD_S,
+    store: QuotaStore,
+    account: str,
+    lease: str,
+    want: int,
+    rules: TierRules = PAID,
+    *,
+    ttl: float = 60.0,
+    hour_s: float = HOUR_S,
+    refill_period_s: float = REFILL_PERIOD_S,
 ) -> Grant:
     return await store.open_lease(
-        account, lease, f"session-{lease}", want, rules, hour_s=hour_s, refill_period_s=refill_period_s,
+        account,
+        lease,
+        f"session-{lease}",
+        want,
+        rules,
+        hour_s=hour_s,
+        refill_period_s=refill_period_s,
         lease_ttl_s=ttl,
     )
 
 
 async def renew(
-    store: QuotaStore, account: str, lease: str, seq: int, spent: int, want: int, rules: TierRules = PAID, *,
+    store: QuotaStore,
+    account: str,
+    lease: str,
+    seq: int,
+    spent: int,
+    want: int,
+    rules: TierRules = PAID,
+    *,
     hour_s: float = HOUR_S,
 ) -> Grant:
     return await store.renew_lease(
@@ -50,7 +70,13 @@ async def renew(
 
 
 async def close(
-    store: QuotaStore, account: str, lease: str, seq: int, spent: int, rules: TierRules = PAID, *,
+    store: QuotaStore,
+    account: str,
+    lease: str,
+    seq: int,
+    spent: int,
+    rules: TierRules = PAID,
+    *,
     hour_s: float = HOUR_S,
 ) -> Grant:
     return await store.close_lease(account, lease, seq, spent, rules, hour_s=hour_s)
@@ -62,7 +88,11 @@ async def test_create_get_duplicate_and_unknown_accounts(under_test: StoreUnderT
     created = await store.create_account("alice", "paid", 7 * T, "hash-a")
     after = await under_test.now()
     assert (created.id, created.tier, created.balance, created.key_hash, created.hour_used) == (
-        "alice", "paid", 7 * T, "hash-a", 0
+        "alice",
+        "paid",
+        7 * T,
+        "hash-a",
+        0,
     )
     assert before - 0.001 <= created.created_at <= after + 0.001
     assert await store.get_account("alice", PAID) == created
@@ -118,7 +148,8 @@ async def test_credit_once_per_idempotency_key(under_test: StoreUnderTest, store
     assert (await store.get_account("alice", PAID)).balance == 8 * T
     history = await store.history("alice")
     assert [(e["kind"], e["amount"], e["idempotency_key"]) for e in history] == [
-        ("credit", 2 * T, "order-2"), ("credit", 5 * T, "order-1")
+        ("credit", 2 * T, "order-2"),
+        ("credit", 5 * T, "order-1"),
     ]
     assert before - 0.001 <= history[1]["at"] <= after + 0.001 and history[0]["at"] >= history[1]["at"]
     await store.create_account("bob", "paid", 0, "hb")  # keys are per account
@@ -162,7 +193,11 @@ async def test_open_renew_close_arithmetic_and_history(store: QuotaStore) -> Non
     assert await renew(store, "alice", "l1", 1, 3 * T, 5 * T) == Grant("l1", 5 * T, 7 * T, 10 * T, 90 * T, 1)
     [entry] = await store.history("alice")
     assert {k: entry[k] for k in ("kind", "lease_id", "session_id", "spent", "open")} == {
-        "kind": "session", "lease_id": "l1", "session_id": "session-l1", "spent": 3 * T, "open": True
+        "kind": "session",
+        "lease_id": "l1",
+        "session_id": "session-l1",
+        "spent": 3 * T,
+        "open": True,
     }
 
     # closing returns the unspent 4 tokens to the balance and to the hour window
@@ -174,7 +209,9 @@ async def test_open_renew_close_arithmetic_and_history(store: QuotaStore) -> Non
     await open_lease(store, "alice", "l2", T)
     history = await store.history("alice")
     assert [(e["kind"], e.get("lease_id"), e.get("spent"), e.get("open")) for e in history] == [
-        ("session", "l2", 0, True), ("credit", None, None, None), ("session", "l1", 6 * T, False)
+        ("session", "l2", 0, True),
+        ("credit", None, None, None),
+        ("session", "l1", 6 * T, False),
     ]
     assert [e["kind"] for e in await store.history("alice", limit=2)] == ["session", "credit"]
 
@@ -203,7 +240,9 @@ async def test_too_many_leases_at_max_sessions_and_freed_on_close(store: QuotaSt
         await renew(store, "alice", "a", 2, 0, T, PAIR)
 
 
-async def test_too_many_leases_says_when_the_soonest_lease_expires(under_test: StoreUnderTest, store: QuotaStore) -> None:
+async def test_too_many_leases_says_when_the_soonest_lease_expires(
+    under_test: StoreUnderTest, store: QuotaStore
+) -> None:
     await store.create_account("alice", "pair", 10 * T, "h")
     await open_lease(store, "alice", "a", T, PAIR, ttl=90.0)
     await open_lease(store, "alice", "b", T, PAIR, ttl=60.0)

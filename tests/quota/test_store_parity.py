@@ -6,13 +6,13 @@ import random
 from typing import Any
 
 import pytest
-from support.redis_server import RedisServer
 
 from quota.errors import QuotaError, TooManyLeases
 from quota.memory_store import MemoryStore
 from quota.redis_store import RedisStore
 from quota.settings import MICRO, TierRules
 from quota.store import QuotaStore
+from support.redis_server import RedisServer
 
 pytestmark = pytest.mark.redis
 
@@ -62,8 +62,9 @@ def _operations(rng: random.Random, count: int) -> list[tuple[Any, ...]]:
         if kind == "open":
             ops.append(("open", account, lease, amount, rules))
         elif kind == "renew":
-            ops.append(("renew", account, lease, rng.randrange(1, 6), rng.randrange(0, 6 * MICRO, MICRO // 2),
-                        amount, rules))
+            ops.append(
+                ("renew", account, lease, rng.randrange(1, 6), rng.randrange(0, 6 * MICRO, MICRO // 2), amount, rules)
+            )
         elif kind == "close":
             ops.append(("close", account, lease, rng.randrange(1, 7), rng.randrange(0, 6 * MICRO, MICRO // 2), rules))
         elif kind == "credit":

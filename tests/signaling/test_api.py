@@ -8,8 +8,8 @@ import aiohttp
 import pytest
 
 from client.facefuse_client import FacefuseClient, ServerError
-from support.photos import encode_still
 from signaling.app_keys import RUNNER, SESSIONS
+from support.photos import encode_still
 from support.server import face_path, face_rgb, loopback_settings, running_server
 
 
@@ -79,11 +79,15 @@ async def test_multipart_upload(api):
     # fields before the image are read and count against the size limit
     after_a_field = aiohttp.FormData()
     after_a_field.add_field("note", b"n" * 1000, filename="note.txt")
-    after_a_field.add_field("image", face_path("biden.jpg").read_bytes(), filename="biden.jpg", content_type="image/jpeg")
+    after_a_field.add_field(
+        "image", face_path("biden.jpg").read_bytes(), filename="biden.jpg", content_type="image/jpeg"
+    )
     assert (await api.request("POST", "/api/faces", data=after_a_field))["format"] == "jpeg"
     after_a_huge_field = aiohttp.FormData()
     after_a_huge_field.add_field("note", io.BytesIO(bytes(11 * 1024 * 1024)), filename="note.bin")
-    after_a_huge_field.add_field("image", face_path("biden.jpg").read_bytes(), filename="biden.jpg", content_type="image/jpeg")
+    after_a_huge_field.add_field(
+        "image", face_path("biden.jpg").read_bytes(), filename="biden.jpg", content_type="image/jpeg"
+    )
     await expect_error(api.request("POST", "/api/faces", data=after_a_huge_field), 413)
     # a multipart body aiohttp cannot read (once 500s): no boundary; headers cut off
     cut_off = b"--x\r\nContent-Disposition: form-da"
@@ -96,7 +100,11 @@ async def test_multipart_upload(api):
         ("multipart/form-data; boundary=x", long_line),
         ("multipart/form-data; boundary=x", many_lines),
     ):
-        await expect_error(api.request("POST", "/api/faces", data=data, headers={"Content-Type": content_type}), 400, "invalid_multipart")
+        await expect_error(
+            api.request("POST", "/api/faces", data=data, headers={"Content-Type": content_type}),
+            400,
+            "invalid_multipart",
+        )
 
 
 async def test_oversized_upload_is_413(api):
@@ -140,17 +148,30 @@ async def test_malformed_offer_is_400(api, body):
 
 
 async def test_invalid_json_is_400(api):
-    await expect_error(api.request("POST", "/api/offer", data=b"{nope", headers={"Content-Type": "application/json"}), 400, "invalid_json")
+    await expect_error(
+        api.request("POST", "/api/offer", data=b"{nope", headers={"Content-Type": "application/json"}),
+        400,
+        "invalid_json",
+    )
     nested = b"[" * 100_000 + b"]" * 100_000  # too deep for the parser: RecursionError, once a 500
-    await expect_error(api.request("POST", "/api/offer", data=nested, headers={"Content-Type": "application/json"}), 400, "invalid_json")
+    await expect_error(
+        api.request("POST", "/api/offer", data=nested, headers={"Content-Type": "application/json"}),
+        400,
+        "invalid_json",
+    )
     # a charset Python has no codec for (once a 500)
     bogus = {"Content-Type": "application/json; charset=bogus"}
-    await expect_error(api.request("POST", "/api/offer", data=b'{"type": "offer"}', headers=bogus), 415, "unsupported_media_type")
+    await expect_error(
+        api.request("POST", "/api/offer", data=b'{"type": "offer"}', headers=bogus), 415, "unsupported_media_type"
+    )
 
 
 @pytest.mark.parametrize(
     "path, module, setting",
-    [("/api/offer", "signaling.request_body", "JSON_BODY_TIMEOUT_S"), ("/api/faces", "signaling.upload_body", "UPLOAD_STALL_S")],
+    [
+        ("/api/offer", "signaling.request_body", "JSON_BODY_TIMEOUT_S"),
+        ("/api/faces", "signaling.upload_body", "UPLOAD_STALL_S"),
+    ],
 )
 async def test_a_body_that_stops_arriving_is_given_up(api, monkeypatch, path, module, setting):
     """A client that announces a body and stops sending must not hold its buffer and connection."""
@@ -159,7 +180,9 @@ async def test_a_body_that_stops_arriving_is_given_up(api, monkeypatch, path, mo
     monkeypatch.setattr(importlib.import_module(module), setting, 0.5)
     host, port = api.base_url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"sdp\": ".encode())
+    writer.write(
+        f'POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"sdp": '.encode()
+    )
     await writer.drain()
     status_line = await asyncio.wait_for(reader.readline(), timeout=5)
     writer.close()
@@ -167,7 +190,11 @@ async def test_a_body_that_stops_arriving_is_given_up(api, monkeypatch, path, mo
 
 
 async def test_unknown_face_is_404(api):
-    await expect_error(api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "face_id": "nobody"}), 404, "face_not_found")
+    await expect_error(
+        api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "face_id": "nobody"}),
+        404,
+        "face_not_found",
+    )
 
 
 async def test_unknown_session_is_404(api):
@@ -194,7 +221,9 @@ async def test_offer_with_only_outside_candidates_is_400():
 
     async with running_server(loopback_settings()) as (url, app):
         async with FacefuseClient(url, ice=IceSettings()) as client:  # aioice's own enumeration: no 127.0.0.1
-            error = await expect_error(client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240)), 400, "invalid_sdp")
+            error = await expect_error(
+                client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240)), 400, "invalid_sdp"
+            )
             assert "networks this server accepts" in error.message
             assert (await client.request("GET", "/api/sessions"))["sessions"] == []
 
@@ -207,9 +236,17 @@ async def test_swap_options_are_checked(api):
         {"swap": "all", "turbo": True},
         {"swap": "all", "reference_threshold": 0.6},  # a threshold only goes with a reference
     ):
-        await expect_error(api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": options}), 400, "invalid_body")
+        await expect_error(
+            api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": options}),
+            400,
+            "invalid_body",
+        )
     await expect_error(
-        api.request("POST", "/api/offer", json={"sdp": "v=0", "type": "offer", "options": {"swap": "reference", "reference_face_id": "x"}}),
+        api.request(
+            "POST",
+            "/api/offer",
+            json={"sdp": "v=0", "type": "offer", "options": {"swap": "reference", "reference_face_id": "x"}},
+        ),
         404,
         "face_not_found",
     )
@@ -231,7 +268,9 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
             session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240), options=payload)
             try:
                 await wait_until(lambda: session.channel.readyState == "open", timeout=10)
-                assert (await client.request("GET", f"/api/sessions/{session.session_id}"))["options"] == {"swap": "all"}
+                assert (await client.request("GET", f"/api/sessions/{session.session_id}"))["options"] == {
+                    "swap": "all"
+                }
                 await wait_until(lambda: any(e["type"] == "stats" for e in list(session.events)), timeout=5)
 
                 async def answer_to(command: dict) -> dict:
@@ -272,10 +311,15 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                     assert answer["command"] == bad["type"], "the error names the command it answers"
                 # what is no command at all: nested too deep for the parser, too long to echo back
                 # (its answer would exceed the peer's SCTP message limit); the session lives on
-                for raw, message in (("[" * 1000 + "]" * 1000, "expected a JSON object"), (json.dumps({"type": "x" * 140_000}), "at most")):
+                for raw, message in (
+                    ("[" * 1000 + "]" * 1000, "expected a JSON object"),
+                    (json.dumps({"type": "x" * 140_000}), "at most"),
+                ):
                     seen = len(session.events)
                     session.channel.send(raw)
-                    await wait_until(lambda: any(e["type"] == "error" for e in list(session.events)[seen:]), timeout=5)
+                    await wait_until(
+                        lambda seen=seen: any(e["type"] == "error" for e in list(session.events)[seen:]), timeout=5
+                    )
                     answer = next(e for e in list(session.events)[seen:] if e["type"] == "error")
                     assert answer["code"] == "invalid_command" and message in answer["message"], answer
                 assert session.pc.connectionState == "connected"
@@ -289,17 +333,25 @@ async def test_data_channel_commands_switch_face_and_faces_to_swap_mid_stream():
                 stricter = {**swap, "reference_threshold": 0.7}
                 assert (await client.request("POST", path, json=stricter))["options"] == stricter
                 assert await answer_to({"type": "set_swap", **stricter}) == {"type": "swap", **stricter}
-                error = await expect_error(client.request("POST", path, json={**swap, "reference_threshold": "high"}), 400, "invalid_body")
+                error = await expect_error(
+                    client.request("POST", path, json={**swap, "reference_threshold": "high"}), 400, "invalid_body"
+                )
                 assert "between 0 and 1" in error.message
                 assert (await client.request("POST", path, json=swap))["options"] == swap
                 await expect_error(client.request("POST", path, json={"swap": "everyone"}), 400, "invalid_body")
-                await expect_error(client.request("POST", path, json={"reference_face_id": reference}), 400, "invalid_body")
+                await expect_error(
+                    client.request("POST", path, json={"reference_face_id": reference}), 400, "invalid_body"
+                )
                 await expect_error(client.request("POST", path, json=["largest"]), 400, "invalid_body")
                 # a typo is not "stop swapping" (that takes an explicit null)
                 face_path_ = f"/api/sessions/{session.session_id}/face"
                 await expect_error(client.request("POST", face_path_, json={"faceid": face}), 400, "invalid_body")
                 assert (await snapshot())["face_id"] == face
-                await expect_error(client.request("POST", path, json={"swap": "reference", "reference_face_id": "x"}), 404, "face_not_found")
+                await expect_error(
+                    client.request("POST", path, json={"swap": "reference", "reference_face_id": "x"}),
+                    404,
+                    "face_not_found",
+                )
                 await expect_error(client.request("POST", "/api/sessions/nope/swap", json={"swap": "all"}), 404)
                 assert (await snapshot())["options"] == swap
 
@@ -329,7 +381,9 @@ async def test_an_accounts_share_of_the_face_library(admin_key, accepted):
         key = None
         if admin_key:
             async with FacefuseClient(url, api_key=admin_key) as admin:
-                created = await admin.request("POST", "/api/admin/accounts", json={"id": "ann", "tier": "paid", "balance": 1})
+                created = await admin.request(
+                    "POST", "/api/admin/accounts", json={"id": "ann", "tier": "paid", "balance": 1}
+                )
                 key = created["api_key"]
         async with FacefuseClient(url, api_key=key) as client:
             photo = face_path("obama.jpg").read_bytes()

@@ -54,7 +54,10 @@ async def test_an_api_key_that_is_not_ascii_is_401(server):
     host, port = server.removeprefix("http://").split(":")
     for path in ("/api/account", "/api/admin/accounts/a"):
         reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n".encode() + b"Authorization: Bearer \xff\xfe\r\n\r\n")
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n".encode()
+            + b"Authorization: Bearer \xff\xfe\r\n\r\n"
+        )
         await writer.drain()
         status_line = await asyncio.wait_for(reader.readline(), timeout=5)
         writer.close()
@@ -66,9 +69,13 @@ async def test_account_creation_errors(admin):
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "bob", "tier": "paid"})) == 409
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "x", "tier": "platinum"})) == 400
     assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "x", "tier": ["paid"]})) == 400
-    assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "no spaces", "tier": "free"})) == 400
+    assert (
+        await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "no spaces", "tier": "free"})) == 400
+    )
     for balance in (-1, float("nan"), float("inf"), 1e13):
-        assert await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "y", "balance": balance})) == 400
+        assert (
+            await status_of(admin.request("POST", "/api/admin/accounts", json={"id": "y", "balance": balance})) == 400
+        )
     assert await status_of(admin.request("GET", "/api/admin/accounts/nobody")) == 404
 
 
@@ -81,15 +88,24 @@ async def test_users_need_a_valid_key(server, admin):
             assert await status_of(client.request("GET", "/api/sessions")) == 401
     async with FacefuseClient(server, api_key=key) as carol:
         account = await carol.request("GET", "/api/account")
-        assert (account["id"], account["tier"], account["balance"], account["active_sessions"]) == ("carol", "paid", 42, 0)
+        assert (account["id"], account["tier"], account["balance"], account["active_sessions"]) == (
+            "carol",
+            "paid",
+            42,
+            0,
+        )
 
 
 async def test_credit_is_idempotent(admin):
     await new_account(admin, "dave", balance=1)
     for _ in range(3):
-        body = await admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 5, "idempotency_key": "order-17"})
+        body = await admin.request(
+            "POST", "/api/admin/accounts/dave/credit", json={"amount": 5, "idempotency_key": "order-17"}
+        )
         assert body["balance"] == 6
-    body = await admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 2, "idempotency_key": "order-18"})
+    body = await admin.request(
+        "POST", "/api/admin/accounts/dave/credit", json={"amount": 2, "idempotency_key": "order-18"}
+    )
     assert body["balance"] == 8
     # no number, or none a ledger should take: NaN and infinity once gave 500, 1e13 a negative balance,
     # 1e-7 credited nothing and used the key up
@@ -97,10 +113,20 @@ async def test_credit_is_idempotent(admin):
         credit = {"amount": amount, "idempotency_key": "k"}
         assert await status_of(admin.request("POST", "/api/admin/accounts/dave/credit", json=credit)) == 400, amount
     # a key Redis could not store (a lone surrogate; the memory store took it): 500 there, so none
-    assert await status_of(admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 1, "idempotency_key": "\ud800"})) == 400
+    assert (
+        await status_of(
+            admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 1, "idempotency_key": "\ud800"})
+        )
+        == 400
+    )
     body = await admin.request("POST", "/api/admin/accounts/dave/credit", json={"amount": 1e9, "idempotency_key": "k"})
     assert body["balance"] == 1e9 + 8, "the largest credit, under the key none of the refused ones used"
-    assert await status_of(admin.request("POST", "/api/admin/accounts/nobody/credit", json={"amount": 2, "idempotency_key": "k"})) == 404
+    assert (
+        await status_of(
+            admin.request("POST", "/api/admin/accounts/nobody/credit", json={"amount": 2, "idempotency_key": "k"})
+        )
+        == 404
+    )
     history = (await admin.request("GET", "/api/admin/accounts/dave"))["history"]
     assert [entry["amount"] for entry in history if entry["kind"] == "credit"] == [1e9, 2, 5]
 
@@ -153,7 +179,9 @@ async def test_local_mode_needs_no_key_and_has_no_admin_api():
 
 def test_serving_beyond_loopback_without_an_admin_key_is_refused():
     facefuse = str(Path(sys.executable).with_name("facefuse"))
-    result = subprocess.run([facefuse, "serve", "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [facefuse, "serve", "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert "without --admin-key" in result.stderr
 

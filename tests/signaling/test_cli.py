@@ -24,8 +24,25 @@ FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 
 def test_flags_build_each_section():
     args = build_parser().parse_args(
-        ["serve", "--port", "9000", "--ice-host", "127.0.0.1", "--ice-host", "10.0.0.5", "--chain", "invert",
-         "--max-batch", "4", "--max-wait-ms", "2.5", "--device", "cpu", "--ice-server", "stun:stun.example.org:3478"]
+        [
+            "serve",
+            "--port",
+            "9000",
+            "--ice-host",
+            "127.0.0.1",
+            "--ice-host",
+            "10.0.0.5",
+            "--chain",
+            "invert",
+            "--max-batch",
+            "4",
+            "--max-wait-ms",
+            "2.5",
+            "--device",
+            "cpu",
+            "--ice-server",
+            "stun:stun.example.org:3478",
+        ]
     )
     settings = settings_from_args(args)
     assert settings.http.port == 9000
@@ -51,13 +68,18 @@ def test_hands_are_on_by_default_and_can_be_turned_off():
 
 def test_frames_are_limited_to_1080p_worth_of_pixels_by_default():
     assert settings_from_args(build_parser().parse_args(["serve"])).pipeline.max_frame_pixels == 1920 * 1080
-    assert settings_from_args(build_parser().parse_args(["serve", "--max-frame-pixels", "0"])).pipeline.max_frame_pixels is None
+    assert (
+        settings_from_args(build_parser().parse_args(["serve", "--max-frame-pixels", "0"])).pipeline.max_frame_pixels
+        is None
+    )
     assert settings_from_args(build_parser().parse_args(["serve"])).stream.max_decoded_pixels == 4096 * 2304
 
 
 def test_face_library_limits():
     assert settings_from_args(build_parser().parse_args(["serve"])).http.max_faces_per_account == 32
-    settings = settings_from_args(build_parser().parse_args(["serve", "--max-faces", "500", "--max-faces-per-account", "50"]))
+    settings = settings_from_args(
+        build_parser().parse_args(["serve", "--max-faces", "500", "--max-faces-per-account", "50"])
+    )
     assert (settings.http.max_faces, settings.http.max_faces_per_account) == (500, 50)
 
 
@@ -67,8 +89,16 @@ def test_no_stun_server_by_default():
 
 
 @pytest.mark.parametrize(
-    "argv", [["serve", "--device", "tpu"], ["serve", "--max-batch", "0"], ["serve", "--port", "x"], ["serve", "--hands", "maybe"],
-     ["serve", "--max-frame-pixels", "100"], ["serve", "--max-decoded-pixels", "100"], ["serve", "--max-faces-per-account", "0"]]
+    "argv",
+    [
+        ["serve", "--device", "tpu"],
+        ["serve", "--max-batch", "0"],
+        ["serve", "--port", "x"],
+        ["serve", "--hands", "maybe"],
+        ["serve", "--max-frame-pixels", "100"],
+        ["serve", "--max-decoded-pixels", "100"],
+        ["serve", "--max-faces-per-account", "0"],
+    ],
 )
 def test_bad_values_are_refused_before_starting(argv, capsys):
     with pytest.raises(SystemExit) as caught:
@@ -81,7 +111,9 @@ def start_server(*extra: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
         [FACEFUSE, "serve", "--port", str(port), "--ice-host", "127.0.0.1", "--device", "cpu", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     return process, f"http://127.0.0.1:{port}"
 
@@ -135,8 +167,10 @@ def test_a_second_signal_during_shutdown_stops_at_once_and_says_so():
         asyncio.run(wait_healthy_once(url, process))
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as stalled:  # an upload that stops sending
-            stalled.sendall(b"POST /api/faces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
-                            b"Content-Length: 100000\r\n\r\n--b\r\n")
+            stalled.sendall(
+                b"POST /api/faces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                b"Content-Length: 100000\r\n\r\n--b\r\n"
+            )
             time.sleep(0.3)
             process.send_signal(signal.SIGINT)
             time.sleep(0.5)
@@ -160,14 +194,25 @@ async def wait_healthy_once(url: str, process: subprocess.Popen) -> None:
 
 @pytest.mark.parametrize(
     "env, argv",
-    [({"FACEFUSE_PORT": "abc"}, ["serve"]), ({}, ["serve", "--port", "70000"]), ({}, ["serve", "--log-level", "nosuch"]),
-     ({}, ["serve", "--redis-url", "http://127.0.0.1:6379"]), ({}, ["serve", "--redis-url", "redis://h:notaport/0"]),
-     ({}, ["serve", "--redis-url", "redis://h:6379/notadb"]), ({}, ["serve", "--static-dir", "/nonexistent"]),
-     ({}, ["serve", "--quota-setting", "nominal_fps=0"]), ({}, ["serve", "--quota-setting", "lease_s=nan"]),
-     ({}, ["serve", "--quota-setting", "grace_s=-5"]), ({}, ["serve", "--idle-timeout", "nan"]),
-     ({}, ["serve", "--cpu-threads", "100000"]), ({}, ["serve", "--chain", "fixed-cost:-5:-1"]),
-     ({}, ["serve", "--public-host", "https://facefuse.example.com"]), ({"FACEFUSE_PUBLIC_HOST": "a.example:443"}, ["serve"]),
-     ({}, ["serve", "--allow-origin", "dash.example.com"]), ({"FACEFUSE_ALLOW_ORIGIN": "null"}, ["serve"])],
+    [
+        ({"FACEFUSE_PORT": "abc"}, ["serve"]),
+        ({}, ["serve", "--port", "70000"]),
+        ({}, ["serve", "--log-level", "nosuch"]),
+        ({}, ["serve", "--redis-url", "http://127.0.0.1:6379"]),
+        ({}, ["serve", "--redis-url", "redis://h:notaport/0"]),
+        ({}, ["serve", "--redis-url", "redis://h:6379/notadb"]),
+        ({}, ["serve", "--static-dir", "/nonexistent"]),
+        ({}, ["serve", "--quota-setting", "nominal_fps=0"]),
+        ({}, ["serve", "--quota-setting", "lease_s=nan"]),
+        ({}, ["serve", "--quota-setting", "grace_s=-5"]),
+        ({}, ["serve", "--idle-timeout", "nan"]),
+        ({}, ["serve", "--cpu-threads", "100000"]),
+        ({}, ["serve", "--chain", "fixed-cost:-5:-1"]),
+        ({}, ["serve", "--public-host", "https://facefuse.example.com"]),
+        ({"FACEFUSE_PUBLIC_HOST": "a.example:443"}, ["serve"]),
+        ({}, ["serve", "--allow-origin", "dash.example.com"]),
+        ({"FACEFUSE_ALLOW_ORIGIN": "null"}, ["serve"]),
+    ],
 )
 def test_bad_values_from_flags_or_the_environment_are_one_line_errors(env, argv, monkeypatch, capsys):
     """Each of these once started a broken server or ended in a traceback (a helper's probe)."""
@@ -205,7 +250,15 @@ def test_a_port_in_use_is_a_one_line_error(capsys):
 
 
 def test_public_hosts_and_allowed_origins_from_flags_or_the_environment(monkeypatch):
-    args = ["serve", "--public-host", "FaceFuse.Example.com", "--public-host", "[2001:db8::1]", "--allow-origin", "https://dash.example.com:443/"]
+    args = [
+        "serve",
+        "--public-host",
+        "FaceFuse.Example.com",
+        "--public-host",
+        "[2001:db8::1]",
+        "--allow-origin",
+        "https://dash.example.com:443/",
+    ]
     http = settings_from_args(build_parser().parse_args(args)).http
     assert http.public_hosts == ("facefuse.example.com", "2001:db8::1")
     assert http.allowed_origins == ("https://dash.example.com",)
@@ -238,11 +291,15 @@ def test_the_admin_key_comes_from_the_environment_or_a_file(monkeypatch, tmp_pat
 
 @pytest.mark.parametrize(
     "env, argv, said",
-    [({"FACEFUSE_ADMIN_KEY": "short-key"}, [], "at least 24"), ({}, ["--admin-key", "x" * 23], "at least 24"),
-     ({}, ["--admin-key-file", "KEYFILE"], "at least 24"), ({}, ["--admin-key-file", "/nonexistent/key"], "cannot read"),
-     ({}, ["--admin-key", ADMIN_KEY, "--admin-key-file", "KEYFILE"], "not both"),
-     ({"FACEFUSE_ADMIN_KEY": ADMIN_KEY, "FACEFUSE_ADMIN_KEY_FILE": "KEYFILE"}, [], "not both"),
-     ({"FACEFUSE_ADMIN_KEY": "schlüssel-mit-umlauten-und-mehr"}, [], "ASCII")],
+    [
+        ({"FACEFUSE_ADMIN_KEY": "short-key"}, [], "at least 24"),
+        ({}, ["--admin-key", "x" * 23], "at least 24"),
+        ({}, ["--admin-key-file", "KEYFILE"], "at least 24"),
+        ({}, ["--admin-key-file", "/nonexistent/key"], "cannot read"),
+        ({}, ["--admin-key", ADMIN_KEY, "--admin-key-file", "KEYFILE"], "not both"),
+        ({"FACEFUSE_ADMIN_KEY": ADMIN_KEY, "FACEFUSE_ADMIN_KEY_FILE": "KEYFILE"}, [], "not both"),
+        ({"FACEFUSE_ADMIN_KEY": "schlüssel-mit-umlauten-und-mehr"}, [], "ASCII"),
+    ],
 )
 def test_bad_admin_keys_are_one_line_errors(env, argv, said, monkeypatch, tmp_path, capsys):
     key_file = tmp_path / "short.key"
@@ -268,8 +325,16 @@ def test_help_says_how_to_give_the_admin_key_and_which_hosts_are_answered(capsys
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    for said in ("--admin-key-file", "FACEFUSE_ADMIN_KEY", "at least 24 characters", "visible", "--public-host", "421",
-                 "--allow-origin", "403"):
+    for said in (
+        "--admin-key-file",
+        "FACEFUSE_ADMIN_KEY",
+        "at least 24 characters",
+        "visible",
+        "--public-host",
+        "421",
+        "--allow-origin",
+        "403",
+    ):
         assert said in shown, said
 
 
@@ -288,7 +353,9 @@ print("LOADED", *sorted(name for name in ("torch", "pipeline.chains", "pipeline.
 def test_help_answers_without_importing_torch_or_the_chains():
     """--help took 5-8 s because the command line imported torch and the chains before reading
     its arguments; only `serve` itself needs them."""
-    done = subprocess.run([sys.executable, "-c", HELP_THEN_LIST_MODULES], cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", HELP_THEN_LIST_MODULES], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "LOADED", done.stdout[-300:]
 
@@ -310,7 +377,14 @@ def serve_help(capsys) -> str:
 
 def test_serve_help_is_grouped_with_choices_sizes_and_no_python_reprs(capsys):
     shown = serve_help(capsys)
-    for group in ("network:", "chain:", "scheduler:", "accounts and metering:", "limits:", "ICE (WebRTC connectivity):"):
+    for group in (
+        "network:",
+        "chain:",
+        "scheduler:",
+        "accounts and metering:",
+        "limits:",
+        "ICE (WebRTC connectivity):",
+    ):
         assert group in shown, group
     assert "--hands {on,off}" in shown and "--device {auto,cpu,cuda}" in shown
     assert "default: 1920x1080" in shown and "default: 4096x2304" in shown  # the pixel limits as sizes
@@ -321,14 +395,21 @@ def test_serve_help_is_grouped_with_choices_sizes_and_no_python_reprs(capsys):
 
 # The flags whose default a settings field holds: (flag's dest, section, field, another valid default, as set).
 FIELD_DEFAULTS = [
-    ("host", HttpSettings, "host", "127.0.0.2", "127.0.0.2"), ("port", HttpSettings, "port", 9123, 9123),
-    ("max_faces", HttpSettings, "max_faces", 99, 99), ("max_faces_per_account", HttpSettings, "max_faces_per_account", 9, 9),
-    ("idle_timeout", StreamSettings, "idle_timeout_s", 7.5, 7.5), ("max_sessions", StreamSettings, "max_sessions", 5, 5),
+    ("host", HttpSettings, "host", "127.0.0.2", "127.0.0.2"),
+    ("port", HttpSettings, "port", 9123, 9123),
+    ("max_faces", HttpSettings, "max_faces", 99, 99),
+    ("max_faces_per_account", HttpSettings, "max_faces_per_account", 9, 9),
+    ("idle_timeout", StreamSettings, "idle_timeout_s", 7.5, 7.5),
+    ("max_sessions", StreamSettings, "max_sessions", 5, 5),
     ("max_decoded_pixels", StreamSettings, "max_decoded_pixels", 1280 * 720, 1280 * 720),
-    ("chain", PipelineSettings, "chain", "invert", "invert"), ("device", PipelineSettings, "device", "cpu", "cpu"),
-    ("max_batch", PipelineSettings, "max_batch", 3, 3), ("max_wait_ms", PipelineSettings, "max_wait_ms", 2.0, 2.0),
-    ("max_in_flight", PipelineSettings, "max_in_flight", 2, 2), ("badge", PipelineSettings, "badge", False, False),
-    ("keep_eyes_mouth", PipelineSettings, "keep_eyes_mouth", False, False), ("hands", PipelineSettings, "hands", False, False),
+    ("chain", PipelineSettings, "chain", "invert", "invert"),
+    ("device", PipelineSettings, "device", "cpu", "cpu"),
+    ("max_batch", PipelineSettings, "max_batch", 3, 3),
+    ("max_wait_ms", PipelineSettings, "max_wait_ms", 2.0, 2.0),
+    ("max_in_flight", PipelineSettings, "max_in_flight", 2, 2),
+    ("badge", PipelineSettings, "badge", False, False),
+    ("keep_eyes_mouth", PipelineSettings, "keep_eyes_mouth", False, False),
+    ("hands", PipelineSettings, "hands", False, False),
     ("max_frame_pixels", PipelineSettings, "max_frame_pixels", 640 * 480, 640 * 480),
     ("cpu_threads", PipelineSettings, "cpu_threads", 3, 3),
     ("redis_max_connections", QuotaSettings, "redis_max_connections", 4, 4),
@@ -340,8 +421,12 @@ def test_each_flag_default_is_read_from_its_settings_field(dest, section, name, 
     """One place holds each default: change the field's and the flag follows (they were written twice)."""
     monkeypatch.setattr(section.__dataclass_fields__[name], "default", other)
     settings = settings_from_args(build_parser().parse_args(["serve"]))
-    part = {HttpSettings: settings.http, StreamSettings: settings.stream, PipelineSettings: settings.pipeline,
-            QuotaSettings: settings.quota}[section]
+    part = {
+        HttpSettings: settings.http,
+        StreamSettings: settings.stream,
+        PipelineSettings: settings.pipeline,
+        QuotaSettings: settings.quota,
+    }[section]
     assert getattr(part, name) == expected
 
 
@@ -350,12 +435,15 @@ def test_without_flags_the_settings_are_the_dataclass_defaults():
 
 
 def test_pixel_limits_take_a_size():
-    settings = settings_from_args(build_parser().parse_args(["serve", "--max-frame-pixels", "1280x720",
-                                                             "--max-decoded-pixels", "3840x2160"]))
+    settings = settings_from_args(
+        build_parser().parse_args(["serve", "--max-frame-pixels", "1280x720", "--max-decoded-pixels", "3840x2160"])
+    )
     assert (settings.pipeline.max_frame_pixels, settings.stream.max_decoded_pixels) == (1280 * 720, 3840 * 2160)
 
 
-@pytest.mark.parametrize("argv", [["serve", "--max-batch", "0"], ["serve", "--hands", "maybe"], ["serve", "--device", "tpu"]])
+@pytest.mark.parametrize(
+    "argv", [["serve", "--max-batch", "0"], ["serve", "--hands", "maybe"], ["serve", "--device", "tpu"]]
+)
 def test_a_bad_value_is_answered_with_serves_usage(argv, capsys):
     with pytest.raises(SystemExit) as caught:
         main(argv)
@@ -373,8 +461,11 @@ def test_quota_config_gives_the_tiers_and_prices(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, said", [("[tiers.free]\npriority = 'high'\n", "tiers.free.priority must be a whole number"),
-                   ("[tiers.free]\nmax_sessions = 1\n", "the local account (no admin key) runs on tier 'vip'")]
+    "text, said",
+    [
+        ("[tiers.free]\npriority = 'high'\n", "tiers.free.priority must be a whole number"),
+        ("[tiers.free]\nmax_sessions = 1\n", "the local account (no admin key) runs on tier 'vip'"),
+    ],
 )
 def test_a_bad_quota_config_is_a_one_line_error_at_start(text, said, tmp_path, capsys):
     config = tmp_path / "quota.toml"
@@ -396,5 +487,7 @@ def test_start_says_the_url_to_open_and_stop_says_it_stopped():
             process.kill()
             process.wait()
     assert process.returncode == 0, output
-    assert f"facefuse: open {url}/ (chain passthrough, device cpu, quota store memory, one local account)" in output, output
+    assert f"facefuse: open {url}/ (chain passthrough, device cpu, quota store memory, one local account)" in output, (
+        output
+    )
     assert output.rstrip().splitlines()[-1] == "facefuse: stopped", output

@@ -82,7 +82,9 @@ async def test_a_cross_origin_page_cannot_upload_or_open_a_session():
 async def test_the_servers_own_pages_and_clients_without_origin_pass():
     async with running_server(loopback_settings()) as (url, app):
         photo = face_path("obama.jpg").read_bytes()
-        status, body = await answer(url, "POST", "/api/faces", headers={"Origin": url, "Content-Type": "image/jpeg"}, data=photo)
+        status, body = await answer(
+            url, "POST", "/api/faces", headers={"Origin": url, "Content-Type": "image/jpeg"}, data=photo
+        )
         assert status == 201, body
         status, body = await answer(url, "DELETE", f"/api/faces/{body['id']}", headers={"Origin": url})
         assert status == 200, body
@@ -99,7 +101,11 @@ async def test_a_tls_proxys_origin_is_the_servers_own():
             status, body = await answer(url, "POST", "/api/offer", headers=headers, data=OFFER)
             assert status == 401, (origin, body)  # past the Origin check, on to the key
         # a proxy that passes its upstream's address as Host: a --public-host's pages are still its own
-        headers = {"Host": f"127.0.0.1:{port_of(url)}", "Origin": "https://facefuse.example.com", "Content-Type": "application/json"}
+        headers = {
+            "Host": f"127.0.0.1:{port_of(url)}",
+            "Origin": "https://facefuse.example.com",
+            "Content-Type": "application/json",
+        }
         status, body = await answer(url, "POST", "/api/offer", headers=headers, data=OFFER)
         assert status == 401, body
         headers = {"Host": "facefuse.example.com", "Origin": "https://facefuse.example.com:8443"}
@@ -110,17 +116,23 @@ async def test_a_tls_proxys_origin_is_the_servers_own():
 async def test_allow_origin_lets_a_listed_page_through():
     async with running_server(with_http(allowed_origins=(EVIL + "/",))) as (url, app):
         photo = face_path("obama.jpg").read_bytes()
-        status, body = await answer(url, "POST", "/api/faces", headers={"Origin": EVIL, "Content-Type": "image/jpeg"}, data=photo)
+        status, body = await answer(
+            url, "POST", "/api/faces", headers={"Origin": EVIL, "Content-Type": "image/jpeg"}, data=photo
+        )
         assert status == 201, body
         # past the Origin check; the JSON endpoint still takes JSON only
-        status, body = await answer(url, "POST", "/api/offer", headers={"Origin": EVIL, "Content-Type": "text/plain"}, data=OFFER)
+        status, body = await answer(
+            url, "POST", "/api/offer", headers={"Origin": EVIL, "Content-Type": "text/plain"}, data=OFFER
+        )
         assert status == 415 and body["error"]["code"] == "unsupported_media_type", body
         status, body = await answer(url, "POST", "/api/faces", headers={"Origin": "http://evil.example:81"}, data=photo)
         assert status == 403, body
         assert len(app[FACES]) == 1
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "application/octet-stream"])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/octet-stream"]
+)
 async def test_json_endpoints_take_application_json_only(content_type):
     async with running_server(loopback_settings()) as (url, app):
         status, body = await answer(url, "POST", "/api/offer", headers={"Content-Type": content_type}, data=OFFER)
@@ -131,9 +143,15 @@ async def test_json_endpoints_take_application_json_only(content_type):
 
 @pytest.mark.parametrize(
     "field, value",
-    [("public_hosts", ("http://facefuse.example.com",)), ("public_hosts", ("a b",)), ("public_hosts", ("",)),
-     ("allowed_origins", ("evil.example",)), ("allowed_origins", ("null",)), ("allowed_origins", ("ftp://x",)),
-     ("allowed_origins", ("https://x/page",))],
+    [
+        ("public_hosts", ("http://facefuse.example.com",)),
+        ("public_hosts", ("a b",)),
+        ("public_hosts", ("",)),
+        ("allowed_origins", ("evil.example",)),
+        ("allowed_origins", ("null",)),
+        ("allowed_origins", ("ftp://x",)),
+        ("allowed_origins", ("https://x/page",)),
+    ],
 )
 def test_bad_names_and_origins_are_refused_in_the_settings(field, value):
     with pytest.raises(ValueError):
@@ -144,8 +162,11 @@ async def test_a_listed_origin_gets_cors_so_its_page_can_send_json_and_read_answ
     """A dashboard elsewhere sends JSON with an Authorization header: the browser asks first
     (OPTIONS, the preflight) and shows the page an answer only with Access-Control-Allow-Origin."""
     async with running_server(with_http(allowed_origins=("https://dash.example.com",))) as (url, app):
-        preflight = {"Origin": "https://dash.example.com", "Access-Control-Request-Method": "POST",
-                     "Access-Control-Request-Headers": "authorization, content-type"}
+        preflight = {
+            "Origin": "https://dash.example.com",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        }
         async with aiohttp.ClientSession() as http:
             async with http.options(url + "/api/offer", headers=preflight) as response:
                 assert response.status == 204
@@ -153,10 +174,18 @@ async def test_a_listed_origin_gets_cors_so_its_page_can_send_json_and_read_answ
                 assert "POST" in response.headers["Access-Control-Allow-Methods"]
                 assert "authorization" in response.headers["Access-Control-Allow-Headers"].lower()
             async with http.get(url + "/api/sessions", headers={"Origin": "https://dash.example.com"}) as response:
-                assert response.status == 200 and response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
+                assert (
+                    response.status == 200
+                    and response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
+                )
             # errors too: the page can read why
-            async with http.post(url + "/api/offer", headers={"Origin": "https://dash.example.com"}, json={}) as response:
-                assert response.status == 400 and response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
+            async with http.post(
+                url + "/api/offer", headers={"Origin": "https://dash.example.com"}, json={}
+            ) as response:
+                assert (
+                    response.status == 400
+                    and response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
+                )
             # other pages get no CORS headers: the browser keeps the answer from them
             for origin in (EVIL, url):
                 async with http.get(url + "/api/sessions", headers={"Origin": origin}) as response:

@@ -24,7 +24,9 @@ async def server():
     """A metered server (so the admin API is there too) and an account's key: (url, api_key)."""
     async with running_server(loopback_settings(quota={"admin_key": ADMIN})) as (url, app):
         async with FacefuseClient(url, api_key=ADMIN) as admin:
-            body = await admin.request("POST", "/api/admin/accounts", json={"id": "alice", "tier": "paid", "balance": 100})
+            body = await admin.request(
+                "POST", "/api/admin/accounts", json={"id": "alice", "tier": "paid", "balance": 100}
+            )
         yield url, body["api_key"]
 
 
@@ -70,7 +72,11 @@ CUT_OFF_BODIES = {
     ),
     "offer": ("/api/offer", "application/json", b'{"type": "offer", "sdp": "v=0' + b" " * 5000),
     "admin: new account": ("/api/admin/accounts", "application/json", b'{"id": "bob", "tier": "' + b" " * 5000),
-    "admin: credit": ("/api/admin/accounts/alice/credit", "application/json", b'{"amount": 5, "idempotency_key": "' + b"k" * 5000),
+    "admin: credit": (
+        "/api/admin/accounts/alice/credit",
+        "application/json",
+        b'{"amount": 5, "idempotency_key": "' + b"k" * 5000,
+    ),
 }
 
 
@@ -121,12 +127,16 @@ async def test_a_multipart_body_of_many_parts_is_refused_before_they_are_read(se
     assert "image" in error["error"]["message"]
     async with FacefuseClient(url, api_key=key) as client:  # the same many parts, all sent
         with pytest.raises(ServerError) as refused:
-            await client.request("POST", "/api/faces", data=io.BytesIO(body), headers={"Content-Type": "multipart/form-data; boundary=x"})
+            await client.request(
+                "POST", "/api/faces", data=io.BytesIO(body), headers={"Content-Type": "multipart/form-data; boundary=x"}
+            )
         assert (refused.value.status, refused.value.code) == (400, "too_many_parts")
         # a form with a few fields before the image is still read
         few_fields = tiny_parts(3) + b'--x\r\nContent-Disposition: form-data; name="image"\r\n\r\n'
         few_fields += face_path("obama.jpg").read_bytes() + b"\r\n--x--\r\n"
-        face = await client.request("POST", "/api/faces", data=few_fields, headers={"Content-Type": "multipart/form-data; boundary=x"})
+        face = await client.request(
+            "POST", "/api/faces", data=few_fields, headers={"Content-Type": "multipart/form-data; boundary=x"}
+        )
         assert face["format"] == "jpeg"
 
 
@@ -148,7 +158,9 @@ async def test_a_body_trickled_byte_by_byte_is_cut_off(server, monkeypatch, name
     monkeypatch.setattr(importlib.import_module(module), setting, 1.0)
     reader, writer = await open_socket(url)
     writer.write(request_head(url, path, key, content_type, 100_000))
-    first_part = b'--x\r\nContent-Disposition: form-data; name="image"\r\n\r\n' if content_type.startswith("multipart/") else b""
+    first_part = (
+        b'--x\r\nContent-Disposition: form-data; name="image"\r\n\r\n' if content_type.startswith("multipart/") else b""
+    )
     writer.write(first_part)
 
     async def trickle() -> None:
@@ -198,6 +210,8 @@ async def test_a_malformed_chunked_request_is_one_short_log_line(server, caplog)
     bad_request = [r for r in caplog.records if r.name == "aiohttp.server" and r.levelno >= logging.INFO]
     assert len(bad_request) == 1, [r.getMessage() for r in bad_request]
     # the client's error, as the access log's 400 says: with the parser's reason ("Invalid character in chunk size")
-    assert bad_request[0].levelno == logging.INFO and re.search(r": \w+: \w", bad_request[0].getMessage()), bad_request[0].getMessage()
+    assert bad_request[0].levelno == logging.INFO and re.search(r": \w+: \w", bad_request[0].getMessage()), bad_request[
+        0
+    ].getMessage()
     async with FacefuseClient(url) as client:
         assert (await client.request("GET", "/healthz"))["status"] == "ok"

@@ -107,7 +107,18 @@ class Bits:
         return b"\x00\x00\x00\x01" + bytes([header]) + bytes(escaped)
 
 
-def sps(width_mbs, height_units, *, profile=100, chroma=1, scaling=None, order_type=0, cycle=(), frame_mbs_only=1, header=0x67):
+def sps(
+    width_mbs,
+    height_units,
+    *,
+    profile=100,
+    chroma=1,
+    scaling=None,
+    order_type=0,
+    cycle=(),
+    frame_mbs_only=1,
+    header=0x67,
+):
     """A sequence parameter set (spec 7.3.2.1.1) with the given sizes; scaling: None, or one entry
     per list (None: absent; else its delta_scale values); cycle: picture order type 1's offsets."""
     bits = Bits()
@@ -146,7 +157,11 @@ FULL_8X8 = [0] * 64
 @pytest.mark.parametrize(
     "kind, chroma, scaling",
     [
-        ("4:2:0, eight lists of each kind", 1, [FULL_4X4, DEFAULT_4X4, STOPS_MIDWAY, None, FULL_4X4, STOPS_MIDWAY, FULL_8X8, [4, -12]]),
+        (
+            "4:2:0, eight lists of each kind",
+            1,
+            [FULL_4X4, DEFAULT_4X4, STOPS_MIDWAY, None, FULL_4X4, STOPS_MIDWAY, FULL_8X8, [4, -12]],
+        ),
         ("4:4:4, twelve lists", 3, [None] * 6 + [FULL_8X8, None, [0] * 10 + [-8], FULL_8X8, None, FULL_8X8]),
     ],
 )
@@ -262,7 +277,10 @@ def test_a_stream_that_brings_new_sets_at_every_frame_is_refused():
     for index in range(90):  # three seconds at 30 fps, a set never seen before in each frame
         clock.now += 1 / 30
         admitted += limit((H264, JitterFrame(sps(20 + index, 15), 0)))
-    assert 16 <= admitted <= 24 and len(refused) == 1 and "new H.264 sequence parameter sets" in refused[0], (admitted, refused)
+    assert 16 <= admitted <= 24 and len(refused) == 1 and "new H.264 sequence parameter sets" in refused[0], (
+        admitted,
+        refused,
+    )
 
 
 def test_sizes_changing_back_and_forth_are_not_new_sets():

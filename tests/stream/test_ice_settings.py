@@ -22,11 +22,7 @@ LOOPBACK = IceSettings(hosts=("127.0.0.1",))
 
 
 def candidate_lines(sdp: str) -> list[list[str]]:
-    return [
-        line[len("a=candidate:") :].split()
-        for line in sdp.splitlines()
-        if line.startswith("a=candidate:")
-    ]
+    return [line[len("a=candidate:") :].split() for line in sdp.splitlines() if line.startswith("a=candidate:")]
 
 
 def networks(*cidrs: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -62,7 +58,8 @@ def test_invalid_settings_rejected(kwargs: dict) -> None:
 
 def test_lists_are_accepted_and_frozen_to_tuples() -> None:
     settings = IceSettings(
-        hosts=["127.0.0.1"], allowed_remote=["10.0.0.0/8"]  # type: ignore[arg-type]
+        hosts=["127.0.0.1"],
+        allowed_remote=["10.0.0.0/8"],  # type: ignore[arg-type]
     )
     assert settings.hosts == ("127.0.0.1",)
     assert settings.allowed_remote == ("10.0.0.0/8",)
@@ -186,9 +183,7 @@ class FakeStunServer(asyncio.DatagramProtocol):
         self.transport.sendto(bytes(response), addr)
 
 
-async def start_stun(
-    mapped_host: str, mapped_port: int | None = None
-) -> tuple[asyncio.DatagramTransport, int]:
+async def start_stun(mapped_host: str, mapped_port: int | None = None) -> tuple[asyncio.DatagramTransport, int]:
     loop = asyncio.get_running_loop()
     transport, _ = await loop.create_datagram_endpoint(
         lambda: FakeStunServer(mapped_host, mapped_port), local_addr=("127.0.0.1", 0)

@@ -24,7 +24,6 @@ from aiortc import (
 )
 from aiortc.mediastreams import MediaStreamError
 
-from stream.bounded_queues import DecoderInputQueue, LatestFramesQueue
 from stream.aiortc_internals import (
     FastH264Encoder,
     MarkerJitterBuffer,
@@ -34,6 +33,7 @@ from stream.aiortc_internals import (
     sender_encoder,
     track_queue,
 )
+from stream.bounded_queues import DecoderInputQueue, LatestFramesQueue
 from stream.encoder import tune_sender
 from stream.ice import (
     IceSettings,
@@ -96,17 +96,13 @@ class EchoTrack(MediaStreamTrack):
 
 
 def candidate_addresses(sdp: str) -> list[str]:
-    return [
-        line.split()[4] for line in sdp.splitlines() if line.startswith("a=candidate:")
-    ]
+    return [line.split()[4] for line in sdp.splitlines() if line.startswith("a=candidate:")]
 
 
 def force_codec(transceiver: RTCRtpTransceiver, mime: str) -> None:
     capabilities = RTCRtpSender.getCapabilities("video")
     assert capabilities is not None
-    transceiver.setCodecPreferences(
-        [c for c in capabilities.codecs if c.mimeType.lower() in (mime, "video/rtx")]
-    )
+    transceiver.setCodecPreferences([c for c in capabilities.codecs if c.mimeType.lower() in (mime, "video/rtx")])
 
 
 async def count_frames(track: MediaStreamTrack, until: float) -> list[av.VideoFrame]:
@@ -114,7 +110,7 @@ async def count_frames(track: MediaStreamTrack, until: float) -> list[av.VideoFr
     while time.monotonic() < until:
         try:
             frame = await asyncio.wait_for(track.recv(), until - time.monotonic())
-        except (asyncio.TimeoutError, MediaStreamError):
+        except (TimeoutError, MediaStreamError):
             break
         frames.append(frame)
     return frames
@@ -135,9 +131,7 @@ async def run_pair(mime: str) -> None:
 
         # --- server: answer ------------------------------------------------
         parse_offer(offer)
-        offer, dropped = filter_remote_candidates(
-            offer, allowed_remote_networks(SETTINGS)
-        )
+        offer, dropped = filter_remote_candidates(offer, allowed_remote_networks(SETTINGS))
         assert dropped == 0
         await answerer.setRemoteDescription(RTCSessionDescription(offer, "offer"))
         (server_transceiver,) = answerer.getTransceivers()
@@ -148,9 +142,7 @@ async def run_pair(mime: str) -> None:
         await restrict_gathering(answerer, SETTINGS)
         await answerer.setLocalDescription(await answerer.createAnswer())
         tune_sender(server_transceiver)
-        answer = add_bitrate_hints(
-            answerer.localDescription.sdp, min_kbps=300, start_kbps=800, max_kbps=2500
-        )
+        answer = add_bitrate_hints(answerer.localDescription.sdp, min_kbps=300, start_kbps=800, max_kbps=2500)
 
         # --- client: apply answer -------------------------------------------
         await offerer.setRemoteDescription(RTCSessionDescription(answer, "answer"))
@@ -168,9 +160,7 @@ async def run_pair(mime: str) -> None:
         assert isinstance(decoder_queue(receiver), DecoderInputQueue)
         assert isinstance(track_queue(receiver.track), LatestFramesQueue)
 
-        frames = await count_frames(
-            client_transceiver.receiver.track, until=time.monotonic() + 2.5
-        )
+        frames = await count_frames(client_transceiver.receiver.track, until=time.monotonic() + 2.5)
 
         # frames made it client -> server -> client at close to 30 fps
         assert echo.received >= 30, echo.received

@@ -10,7 +10,6 @@ from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters, RTCRtpReceiveParameters
 from aiortc.rtcrtpreceiver import RemoteStreamTrack, RTCRtpReceiver
 
-from stream.bounded_queues import DecoderInputQueue, LatestFramesQueue
 from stream.aiortc_internals import (
     MarkerJitterBuffer,
     decoder_error_event,
@@ -19,6 +18,7 @@ from stream.aiortc_internals import (
     jitter_buffer,
     track_queue,
 )
+from stream.bounded_queues import DecoderInputQueue, LatestFramesQueue
 from stream.receiver_tuning import tune_receiver
 
 VP8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)

@@ -32,8 +32,7 @@ CHROME_OFFER = "\r\n".join(
         "a=candidate:1 1 udp 2122260223 127.0.0.1 50000 typ host generation 0",
         "a=ice-ufrag:abcd",
         "a=ice-pwd:abcdefghijklmnopqrstuvwx",
-        "a=fingerprint:sha-256 "
-        + ":".join(["AB"] * 32),
+        "a=fingerprint:sha-256 " + ":".join(["AB"] * 32),
         "a=setup:actpass",
         "a=mid:0",
         "a=sendrecv",
@@ -45,11 +44,9 @@ CHROME_OFFER = "\r\n".join(
         "a=rtcp:9 IN IP4 0.0.0.0",
         "a=candidate:1 1 udp 2122260223 127.0.0.1 50001 typ host generation 0",
         "a=candidate:2 1 udp 2122194687 192.168.1.5 50002 typ host generation 0",
-        "a=candidate:3 1 udp 2122129151 6a1b2c3d-aaaa-bbbb-cccc-123456789abc.local"
-        " 50003 typ host generation 0",
+        "a=candidate:3 1 udp 2122129151 6a1b2c3d-aaaa-bbbb-cccc-123456789abc.local 50003 typ host generation 0",
         "a=candidate:4 1 tcp 1518280447 127.0.0.1 9 typ host tcptype active",
-        "a=candidate:5 1 udp 1686052607 203.0.113.9 50004 typ srflx"
-        " raddr 192.168.1.5 rport 50002",
+        "a=candidate:5 1 udp 1686052607 203.0.113.9 50004 typ srflx raddr 192.168.1.5 rport 50002",
         "a=candidate:6 1 udp 2122260223 ::1 50005 typ host generation 0",
         "a=ice-ufrag:abcd",
         "a=ice-pwd:abcdefghijklmnopqrstuvwx",
@@ -66,8 +63,7 @@ CHROME_OFFER = "\r\n".join(
         "a=fmtp:97 apt=96",
         "a=rtpmap:102 H264/90000",
         "a=rtcp-fb:102 nack",
-        "a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;"
-        "profile-level-id=42e01f",
+        "a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f",
         "a=rtpmap:103 rtx/90000",
         "a=fmtp:103 apt=102",
         "a=rtpmap:98 VP9/90000",
@@ -75,6 +71,7 @@ CHROME_OFFER = "\r\n".join(
         "",
     ]
 )
+
 
 def data_channel_section(mid: str) -> str:
     """An m=application section as Chrome offers one for its data channel."""
@@ -161,9 +158,18 @@ def test_invalid_sdp_is_a_value_error() -> None:
         (CHROME_OFFER + "m=video" + CHROME_OFFER.split("m=video")[1].replace("a=mid:1", "a=mid:2"), "2 video m-lines"),
         (CHROME_OFFER.replace("a=mid:1", "a=mid:0"), "repeats a=mid:0"),
         # two sections of a kind: aiortc shared one transport and left the spare socket open
-        (CHROME_OFFER + "m=audio" + CHROME_OFFER.split("m=audio")[1].split("m=video")[0].replace("a=mid:0", "a=mid:2"), "2 audio m-lines"),
+        (
+            CHROME_OFFER
+            + "m=audio"
+            + CHROME_OFFER.split("m=audio")[1].split("m=video")[0].replace("a=mid:0", "a=mid:2"),
+            "2 audio m-lines",
+        ),
         (CHROME_OFFER + data_channel_section("2") + data_channel_section("3"), "2 application m-lines"),
-        (CHROME_OFFER + "m=text 9 UDP/TLS/RTP/SAVPF 100\r\nc=IN IP4 0.0.0.0\r\na=mid:5\r\na=rtpmap:100 t140/1000\r\n", "a text m-line"),
+        (
+            CHROME_OFFER
+            + "m=text 9 UDP/TLS/RTP/SAVPF 100\r\nc=IN IP4 0.0.0.0\r\na=mid:5\r\na=rtpmap:100 t140/1000\r\n",
+            "a text m-line",
+        ),
         (replace(CHROME_OFFER, "a=mid:1\r\na=sendrecv", "a=mid:1\r\na=recvonly"), "video is recvonly"),
         (replace(CHROME_OFFER, "a=mid:1\r\na=sendrecv", "a=mid:1\r\na=inactive"), "video is inactive"),
         (drop_lines(CHROME_OFFER, "a=candidate") + "a=end-of-candidates\r\n", "without giving one"),
@@ -179,9 +185,7 @@ def test_bad_offers_rejected(offer: object, message: str) -> None:
 
 def test_filter_keeps_only_allowed_udp_addresses() -> None:
     sdp, dropped = filter_remote_candidates(CHROME_OFFER, LOOPBACK)
-    kept = [
-        line.split()[4] for line in sdp.split("\r\n") if line.startswith("a=candidate")
-    ]
+    kept = [line.split()[4] for line in sdp.split("\r\n") if line.startswith("a=candidate")]
     assert kept == ["127.0.0.1", "127.0.0.1", "::1"]
     # 192.168.1.5, the .local name, the TCP one and the srflx
     assert dropped == 4
@@ -227,10 +231,7 @@ def test_hints_added_to_vp8_and_h264_only() -> None:
     # VP8 had no fmtp: one is added right after its rtpmap
     vp8 = lines.index("a=rtpmap:96 VP8/90000")
     assert lines[vp8 + 1] == f"a=fmtp:96 {HINTS}"
-    assert (
-        "a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;"
-        f"profile-level-id=42e01f;{HINTS}"
-    ) in lines
+    assert (f"a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f;{HINTS}") in lines
     # rtx, VP9 and audio untouched
     assert "a=fmtp:97 apt=96" in lines and "a=fmtp:103 apt=102" in lines
     assert "a=fmtp:98 profile-id=0" in lines

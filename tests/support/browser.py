@@ -7,8 +7,8 @@ import base64
 import contextlib
 import io
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,14 +16,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
-from support.server import face_path, free_port  # noqa: F401  (face_path re-exported for the browser tests)
 
 from client.still_picture import top_at_aspect
+from support.server import face_path, free_port  # noqa: F401  (face_path re-exported for the browser tests)
 
 CHROMIUM_BINARY = "/usr/bin/chromium"
 CHROMEDRIVER_BINARY = "/usr/bin/chromedriver"
@@ -138,7 +138,11 @@ class ServerProcess:
 
 @contextlib.contextmanager
 def served(
-    log_path: Path, chain: str = "invert", extra_args: tuple[str, ...] = (), ready_timeout: float = 30.0, stop_timeout: float = 5.0
+    log_path: Path,
+    chain: str = "invert",
+    extra_args: tuple[str, ...] = (),
+    ready_timeout: float = 30.0,
+    stop_timeout: float = 5.0,
 ) -> Iterator[ServerProcess]:
     """A ServerProcess for the length of a with-block; it must then exit cleanly on SIGTERM."""
     process = ServerProcess(log_path, chain=chain, extra_args=extra_args)

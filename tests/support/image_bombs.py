@@ -76,7 +76,9 @@ def webp_chunk(kind: bytes, payload: bytes) -> bytes:
 
 
 def vp8x(width: int, height: int, flags: int = 0) -> bytes:
-    return webp_chunk(b"VP8X", bytes([flags, 0, 0, 0]) + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little"))
+    return webp_chunk(
+        b"VP8X", bytes([flags, 0, 0, 0]) + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    )
 
 
 def vp8l(width: int, height: int) -> bytes:
@@ -91,7 +93,9 @@ def vp8(width: int, height: int) -> bytes:
     (enough for FFmpeg to set up the frame and decode it from zeros)."""
     first_partition = bytes(8)
     tag = (1 << 4) | (len(first_partition) << 5)  # bit 0 clear: a key frame; bit 4: shown
-    payload = tag.to_bytes(3, "little") + b"\x9d\x01\x2a" + struct.pack("<HH", width, height) + first_partition + bytes(2)
+    payload = (
+        tag.to_bytes(3, "little") + b"\x9d\x01\x2a" + struct.pack("<HH", width, height) + first_partition + bytes(2)
+    )
     return webp_chunk(b"VP8 ", payload)
 
 

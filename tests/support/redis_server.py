@@ -34,10 +34,22 @@ class RedisServer:
         with open(self.directory / "redis.log", "ab") as log:  # the child keeps its own descriptor
             self.process = subprocess.Popen(
                 [
-                    self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.directory),
+                    self.binary,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                    "--dir",
+                    str(self.directory),
                 ],
-                stdout=log, stderr=subprocess.STDOUT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + timeout_s
         while not self._pong():

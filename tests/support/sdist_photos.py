@@ -98,7 +98,9 @@ def photo_rgb(name: str) -> np.ndarray:
 def grid_tile(row: int, column: int) -> np.ndarray:
     """One expression from facetorch's 5x5 grid."""
     grid = photo_rgb("test3.jpg")
-    return np.ascontiguousarray(grid[row * GRID_TILE : (row + 1) * GRID_TILE, column * GRID_TILE : (column + 1) * GRID_TILE])
+    return np.ascontiguousarray(
+        grid[row * GRID_TILE : (row + 1) * GRID_TILE, column * GRID_TILE : (column + 1) * GRID_TILE]
+    )
 
 
 def video_frames(name: str, start: int, stop: int, step: int = 1) -> list[np.ndarray]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -19,7 +19,6 @@ from signaling.settings import ServerSettings
 from stream.ice import IceSettings
 from stream.session import Session
 from stream.settings import StreamSettings
-
 from support.photos import FACES_DIR, PACKAGED_FACES, PEOPLE, REPO_ROOT, face_path, face_rgb  # noqa: F401  (re-exported)
 from support.ports import free_port  # noqa: F401  (re-exported)
 

@@ -44,7 +44,7 @@ class PipelineSettings:
     )
     # Keep hands in front of the face (pipeline/hands). Hands are followed from frame to frame and
     # looked for only near faces and when something changes there: they cost one 640x480 session
-    # on the CPU 4 % of its frame rate (README, "Hands").
+    # on the CPU 4 % of its frame rate (bench/results/2026-11-30-cpu-speed-work.md).
     hands: bool = field(
         default=True, metadata={"help": "keep hands in front of the face in front of the swap; off is a little faster"}
     )

@@ -3,7 +3,7 @@
 aiortc's sender resends every sequence number a NACK names, duplicates included, one SRTP
 protect and send each, on the event loop. One NACK can name 5,000 packets in 1.2 KB: 25 of them a
 second from one peer took a 30 fps session beside it down to 6-10 fps and 1.7 s of latency
-(measured 2026-12-01). Limited, a sender resends each packet at most once per RESEND_GAP_S and at
+(bench/results/2026-12-01-what-peers-send.md). Limited, a sender resends each packet at most once per RESEND_GAP_S and at
 most RESENDS_PER_S packets a second (with a burst of as many), far above what real loss asks
 for: a 2 Mbps stream of 1,200-byte packets sends about 210 a second.
 """

@@ -1,28 +1,10 @@
 """The client is a caller of the server, not a part of it: no server package imports `client`."""
 
-import ast
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from support.imports import REPO, imports_of
+
 SERVER_PACKAGES = ("stream", "pipeline", "signaling", "quota")
-
-
-def imports_of(package_dir: Path, top_level: str) -> list[str]:
-    """'file: module' for each import of `top_level` (or anything under it) in the package's sources."""
-    found = []
-    for path in sorted(package_dir.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.level == 0:
-                modules = [node.module or ""]
-            elif isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            else:
-                continue
-            name = path.relative_to(REPO)
-            found += [f"{name}: {module}" for module in modules if module.split(".")[0] == top_level]
-    return found
 
 
 @pytest.mark.parametrize("package", SERVER_PACKAGES)

@@ -1,32 +1,12 @@
 """A session knows its meter only through stream.metering.Meter: stream/ imports nothing of quota/."""
 
-import ast
-from pathlib import Path
-
 from quota.meter import CLOSE_WAIT_S
 from stream.metering import RETURN_LEASE_LIMIT_S
-
-STREAM_DIR = Path(__file__).resolve().parents[2] / "stream"
-
-
-def quota_imports(package_dir: Path) -> list[str]:
-    """'file: module' for each import of quota (or anything under it) in the package's sources."""
-    found = []
-    for path in sorted(package_dir.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.level == 0:
-                modules = [node.module or ""]
-            elif isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            else:
-                continue
-            name = path.relative_to(package_dir)
-            found += [f"{name}: {module}" for module in modules if module.split(".")[0] == "quota"]
-    return found
+from support.imports import REPO, imports_of
 
 
 def test_stream_does_not_import_quota():
-    assert quota_imports(STREAM_DIR) == []
+    assert imports_of(REPO / "stream", "quota") == []
 
 
 def test_closing_waits_longer_for_the_lease_than_the_meter_does():

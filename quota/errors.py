@@ -68,3 +68,16 @@ class StoreUnavailable(QuotaError):
     """The store cannot be reached; metering fails closed."""
 
     code = "quota_store_unavailable"
+
+
+class ViewTokenLimit(QuotaError):
+    """409: the account holds as many view tokens as it may."""
+
+    code = "view_token_limit"
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"the account holds {limit} view tokens, the most it may: revoke one it no longer needs "
+            "(DELETE /api/streams/{stream}/view-tokens/{id}) first"
+        )

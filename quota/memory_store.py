@@ -24,9 +24,10 @@ from quota.errors import (
     LeaseNotFound,
     NothingToSpend,
     TooManyLeases,
+    ViewTokenLimit,
 )
 from quota.settings import MAX_BALANCE_TOKENS, TierRules, to_micro
-from quota.store import Account, Grant
+from quota.store import Account, Grant, ViewToken
 
 HISTORY_LIMIT = 1000  # entries kept per account
 CREDIT_KEY_TTL_S = 30 * 24 * 3600  # how long a credit's idempotency key is remembered
@@ -76,6 +77,7 @@ class _Account:
     open: dict[str, _Lease] = field(default_factory=dict)
     history: deque[tuple[str, Any]] = field(default_factory=deque)  # ("credit", dict) or ("session", lease id)
     credit_keys: dict[str, tuple[int, int]] = field(default_factory=dict)  # idempotency key -> (when (us), amount)
+    view_tokens: dict[str, tuple[ViewToken, str]] = field(default_factory=dict)  # token id -> (token, its hash)
 
     # -- the ledger (mirrors quota/lua/ledger.lua) --------------------------------------------
     def roll_window(self, now: int, hour_us: int) -> None:
@@ -167,6 +169,7 @@ class MemoryStore:
         self._history_limit = history_limit
         self._accounts: dict[str, _Account] = {}
         self._key_index: dict[str, str] = {}
+        self._view_token_index: dict[str, tuple[str, str]] = {}  # token hash -> (account id, token id)
 
     def _now(self) -> int:
         return _us(self._clock())
@@ -377,6 +380,37 @@ class MemoryStore:
                     }
                 )
         return entries
+
+    # -- view tokens ---------------------------------------------------------------------------
+    async def add_view_token(
+        self, account_id: str, token_id: str, stream: str, token_hash: str, limit: int
+    ) -> ViewToken:
+        account = self._account(account_id)
+        if len(account.view_tokens) >= limit:
+            raise ViewTokenLimit(limit)
+        token = ViewToken(token_id, account_id, stream, self._now() / 1_000_000)
+        account.view_tokens[token_id] = (token, token_hash)
+        self._view_token_index[token_hash] = (account_id, token_id)
+        return token
+
+    async def view_tokens(self, account_id: str) -> list[ViewToken]:
+        account = self._accounts.get(account_id)
+        return [] if account is None else [token for token, _ in account.view_tokens.values()]
+
+    async def view_token_for_hash(self, token_hash: str) -> ViewToken | None:
+        account_id, token_id = self._view_token_index.get(token_hash, ("", ""))
+        account = self._accounts.get(account_id)
+        found = None if account is None else account.view_tokens.get(token_id)
+        return found[0] if found is not None and found[1] == token_hash else None
+
+    async def revoke_view_token(self, account_id: str, stream: str, token_id: str) -> bool:
+        account = self._accounts.get(account_id)
+        found = None if account is None else account.view_tokens.get(token_id)
+        if found is None or found[0].stream != stream:
+            return False
+        del account.view_tokens[token_id]
+        del self._view_token_index[found[1]]
+        return True
 
     async def ping(self) -> None:
         pass  # always there: it lives in this process

@@ -2,8 +2,9 @@
 
 All keys of one account share the hash tag `{account_id}`, so every script,
 which touches only one account's keys, runs on one Redis Cluster slot. The id
-is escaped so that a brace in it cannot move the tag. The API-key index and the
-node index are the only keys outside an account's slot; no script touches them.
+is escaped so that a brace in it cannot move the tag. The API-key index, the
+view-token index and the node index are the only keys outside an account's slot; no script
+touches them.
 
     <prefix>:{<id>}:account          hash: tier, balance, key_hash, hour_used, hour_window,
                                      refilled_at, created_at (us), history_seq
@@ -11,7 +12,9 @@ node index are the only keys outside an account's slot; no script touches them.
     <prefix>:{<id>}:history          zset: entry -> history_seq ("c:<amount>:<at>:<key>" or "s:<lease id>")
     <prefix>:{<id>}:lease:<lease id> hash: one lease, kept while its history entry is
     <prefix>:{<id>}:credit:<key>     string: an idempotency key already credited (expires)
+    <prefix>:{<id>}:view_tokens      hash: view token id -> "<created_at (us)>:<token hash>:<stream>"
     <prefix>:key:<key hash>          string: the account id of an API key hash
+    <prefix>:view_token:<hash>       string: a view token hash's JSON [account id, token id]
     <prefix>:node:<node id>:leases   set: the leases a node opened and has not closed, each
                                      a JSON [account id, lease id] (settled at the node's start)
 """
@@ -63,9 +66,17 @@ class AccountKeys:
     def credit(self, idempotency_key: str) -> str:
         return self.base + "credit:" + idempotency_key
 
+    @property
+    def view_tokens(self) -> str:
+        return self.base + "view_tokens"
+
 
 def key_index(prefix: str, key_hash: str) -> str:
     return f"{prefix}:key:{key_hash}"
+
+
+def view_token_index(prefix: str, token_hash: str) -> str:
+    return f"{prefix}:view_token:{token_hash}"
 
 
 def node_leases(prefix: str, node_id: str) -> str:

@@ -37,10 +37,11 @@ from quota.errors import (
     NothingToSpend,
     StoreUnavailable,
     TooManyLeases,
+    ViewTokenLimit,
 )
-from quota.redis_keys import AccountKeys, check_prefix, key_index, node_leases
+from quota.redis_keys import AccountKeys, check_prefix, key_index, node_leases, view_token_index
 from quota.settings import MAX_BALANCE_TOKENS, TierRules, to_micro
-from quota.store import Account, Grant
+from quota.store import Account, Grant, ViewToken
 
 HISTORY_LIMIT = 1000  # entries kept per account
 MAX_CONNECTIONS = 16  # to Redis, per node: each operation holds one for one round trip
@@ -59,6 +60,8 @@ _SCRIPT_NAMES = (
     "close_lease",
     "history",
     "settle_lease",
+    "add_view_token",
+    "revoke_view_token",
 )
 
 
@@ -96,6 +99,12 @@ def _cap(rules: TierRules) -> int:
 
 def _node_member(account_id: str, lease_id: str) -> str:
     return json.dumps([account_id, lease_id])
+
+
+def _view_token(account_id: str, token_id: str, entry: str) -> tuple[ViewToken, str]:
+    """A view token and its hash from its entry in the account's hash (quota/redis_keys.py)."""
+    created_at, token_hash, stream = entry.split(":", 2)
+    return ViewToken(token_id, account_id, stream, int(created_at) / 1_000_000), token_hash
 
 
 def _grant(lease_id: str, reply: list[Any]) -> Grant:
@@ -180,6 +189,8 @@ class RedisStore:
                 raise TooManyLeases(open_leases, max_sessions, frees_in_s) from None
             if code == "NOTHING_TO_SPEND":
                 raise NothingToSpend(detail) from None
+            if code == "VIEW_TOKEN_LIMIT":
+                raise ViewTokenLimit(int(detail)) from None
             if code in _UNAVAILABLE_REPLIES:
                 raise StoreUnavailable(f"quota store (Redis) cannot serve {what}: {exc}") from exc
             raise
@@ -422,6 +433,59 @@ class RedisStore:
                     }
                 )
         return entries
+
+    # -- view tokens ---------------------------------------------------------------------------
+    async def add_view_token(
+        self, account_id: str, token_id: str, stream: str, token_hash: str, limit: int
+    ) -> ViewToken:
+        # The index first, as for API keys: a failure in between leaves an index to no token
+        # (ignored by view_token_for_hash), never a token no index finds.
+        index = view_token_index(self._prefix, token_hash)
+        with self._errors("add_view_token"):
+            await self._client.set(index, json.dumps([account_id, token_id]))
+        keys = self._keys(account_id)
+        try:
+            created_at = await self._run(
+                "add_view_token",
+                [keys.account, keys.view_tokens],
+                [token_id, stream, token_hash, limit],
+                account_id,
+            )
+        except (AccountNotFound, ViewTokenLimit):
+            await self._forget(index)  # refused: no token was kept
+            raise
+        return ViewToken(token_id, account_id, stream, int(created_at) / 1_000_000)
+
+    async def view_tokens(self, account_id: str) -> list[ViewToken]:
+        with self._errors("view_tokens", account_id):
+            entries = await self._client.hgetall(self._keys(account_id).view_tokens)
+        tokens = [_view_token(account_id, token_id, entry)[0] for token_id, entry in entries.items()]
+        return sorted(tokens, key=lambda token: (token.created_at, token.id))
+
+    async def view_token_for_hash(self, token_hash: str) -> ViewToken | None:
+        with self._errors("view_token_for_hash"):
+            indexed = await self._client.get(view_token_index(self._prefix, token_hash))
+            if indexed is None:
+                return None
+            account_id, token_id = json.loads(indexed)
+            entry = await self._client.hget(self._keys(account_id).view_tokens, token_id)
+        if entry is None:
+            return None  # revoked, or an index left by a failed add
+        token, stored_hash = _view_token(account_id, token_id, entry)
+        return token if stored_hash == token_hash else None
+
+    async def revoke_view_token(self, account_id: str, stream: str, token_id: str) -> bool:
+        keys = self._keys(account_id)
+        token_hash = await self._run("revoke_view_token", [keys.view_tokens], [token_id, stream], account_id)
+        if token_hash is None:
+            return False
+        # the token is gone from the account's hash already: an index left behind finds nothing
+        await self._forget(view_token_index(self._prefix, token_hash))
+        return True
+
+    async def _forget(self, key: str) -> None:
+        with contextlib.suppress(RedisError):
+            await self._client.delete(key)
 
     async def ping(self) -> None:
         """StoreUnavailable for any failure: a health check reads every refusal as the store being

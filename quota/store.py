@@ -1,4 +1,4 @@
-"""The store interface: accounts and leases, with two implementations of the same semantics.
+"""The store interface: accounts, leases and view tokens, with two implementations of the same semantics.
 
 `MemoryStore` (the embedded default) and `RedisStore` (several server nodes
 sharing accounts) both satisfy `QuotaStore`; one contract test suite runs
@@ -45,6 +45,16 @@ class Grant:
     balance: int  # the account's balance after the operation
     hour_left: int | None  # what the hourly cap still allows; None without a cap
     open_leases: int  # the account's open leases after the operation
+
+
+@dataclass(frozen=True)
+class ViewToken:
+    """A token that plays one stream of an account; the store keeps only its hash."""
+
+    id: str
+    account_id: str
+    stream: str
+    created_at: float
 
 
 class QuotaStore(Protocol):
@@ -115,6 +125,21 @@ class QuotaStore(Protocol):
     async def history(self, account_id: str, limit: int = 100) -> list[dict[str, Any]]:
         """Newest first: {"kind": "credit", "amount", "idempotency_key", "at"} and
         {"kind": "session", "lease_id", "session_id", "spent", "open", "at"} (spent in micro-tokens)."""
+
+    async def add_view_token(
+        self, account_id: str, token_id: str, stream: str, token_hash: str, limit: int
+    ) -> ViewToken:
+        """Keeps a view token's hash for the account's stream. ViewTokenLimit when the account
+        already holds `limit` view tokens; AccountNotFound."""
+
+    async def view_tokens(self, account_id: str) -> list[ViewToken]:
+        """The account's view tokens, oldest first (an unknown account has none)."""
+
+    async def view_token_for_hash(self, token_hash: str) -> ViewToken | None:
+        """The view token with that hash; None for an unknown or revoked one."""
+
+    async def revoke_view_token(self, account_id: str, stream: str, token_id: str) -> bool:
+        """Forgets the token; False when the account has no such token for that stream."""
 
     async def ping(self) -> None:
         """Returns when the store answers; StoreUnavailable when it cannot."""

@@ -1,4 +1,5 @@
-"""Who is asking: the account behind `Authorization: Bearer <api key>`, or the admin."""
+"""Who is asking: the account behind `Authorization: Bearer <api key>`, the admin, or a viewer
+of one stream holding a view token."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from aiohttp import web
 
 from quota.accounts import LOCAL_ACCOUNT
 from quota.store import Account
+from quota.view_tokens import ViewTokens, checked_stream_name, looks_like_view_token
 from signaling.app_keys import ACCOUNTS, SETTINGS
 from signaling.errors import ApiError
 
@@ -21,12 +23,47 @@ def _bearer(request: web.Request) -> str:
     return token.strip()
 
 
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message, {"WWW-Authenticate": "Bearer"})
+
+
 async def current_account(request: web.Request) -> Account:
-    """The caller's account; in local mode (no admin key, loopback) the local account, without auth."""
+    """The caller's account; in local mode (no admin key, loopback) the local account, without auth.
+    A view token is never an account's credential (view-token hashes are not in the API-key index
+    either); it is named here only to say what it is for."""
     accounts = request.app[ACCOUNTS]
     if request.app[SETTINGS].local_mode:
         return await accounts.get(LOCAL_ACCOUNT)
-    return await accounts.authenticate(_bearer(request))
+    api_key = _bearer(request)
+    if looks_like_view_token(api_key):
+        raise _unauthorized("a view token only plays its one stream (WHEP, the watch page); the API needs an API key")
+    return await accounts.authenticate(api_key)
+
+
+async def view_token_stream(request: web.Request) -> tuple[str, str]:
+    """(account id, stream) of who may play the stream named by the route's `{stream}`.
+
+    A view token, in `Authorization: Bearer` or in `?token=` (a Browser Source cannot set headers),
+    plays only its own stream; an unknown or revoked one is 401, as is one of another stream. The
+    account's API key plays the account's streams, from the header only: an API key never goes into
+    a URL. In local mode no credential is needed; one that is given is still checked."""
+    stream = checked_stream_name(request.match_info["stream"])
+    in_header = "Authorization" in request.headers
+    credential = _bearer(request) if in_header else request.query.get("token")
+    if credential is None:
+        if request.app[SETTINGS].local_mode:
+            return LOCAL_ACCOUNT, stream
+        raise _unauthorized("send 'Authorization: Bearer <view token>', or '?token=<view token>' in the URL")
+    if not credential.isascii() or not looks_like_view_token(credential):
+        if in_header:  # the account's API key
+            return (await current_account(request)).id, stream
+        raise _unauthorized(
+            "the token in the URL is not a view token: create one with POST /api/streams/{stream}/view-tokens"
+        )
+    view_token = await ViewTokens(request.app[ACCOUNTS].store).resolve(credential)
+    if view_token.stream != stream:
+        raise _unauthorized(f"this view token plays the stream {view_token.stream!r}, not {stream!r}")
+    return view_token.account_id, stream
 
 
 def require_admin(request: web.Request) -> None:

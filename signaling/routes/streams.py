@@ -1,0 +1,70 @@
+"""/api/streams: an account's stream names and the view tokens that play them.
+
+A view token lets a viewer (OBS's Browser Source, a WHEP player) play one stream without the
+account's API key ever going into a URL. Only the token's hash is kept: the token is in the
+creating answer and nowhere after.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from quota.store import ViewToken
+from quota.view_tokens import ViewTokens, checked_stream_name
+from signaling.app_keys import ACCOUNTS
+from signaling.auth import current_account
+
+routes = web.RouteTableDef()
+
+
+def _view_tokens(request: web.Request) -> ViewTokens:
+    return ViewTokens(request.app[ACCOUNTS].store)
+
+
+def _describe(token: ViewToken) -> dict[str, Any]:
+    return {"id": token.id, "stream": token.stream, "created_at": token.created_at}
+
+
+@routes.get("/api/streams")
+async def list_streams(request: web.Request) -> web.Response:
+    """The account's streams known so far: each name that has view tokens, with how many."""
+    account = await current_account(request)
+    counts: dict[str, int] = {}
+    for token in await _view_tokens(request).of_account(account.id):
+        counts[token.stream] = counts.get(token.stream, 0) + 1
+    return web.json_response({"streams": [{"stream": name, "view_tokens": counts[name]} for name in sorted(counts)]})
+
+
+@routes.post("/api/streams/{stream}/view-tokens")
+async def create_view_token(request: web.Request) -> web.Response:
+    account = await current_account(request)
+    stream = checked_stream_name(request.match_info["stream"])
+    token, secret = await _view_tokens(request).create(account.id, stream)
+    body = {
+        **_describe(token),
+        "token": secret,
+        "watch_url": f"/watch/{stream}?token={quote(secret)}",
+        "whep_url": f"/whep/{stream}",
+    }
+    return web.json_response(body, status=201, headers={"Location": f"/api/streams/{stream}/view-tokens/{token.id}"})
+
+
+@routes.get("/api/streams/{stream}/view-tokens")
+async def list_view_tokens(request: web.Request) -> web.Response:
+    """Ids and creation times; never the tokens, which the store does not have."""
+    account = await current_account(request)
+    stream = checked_stream_name(request.match_info["stream"])
+    tokens = await _view_tokens(request).of_account(account.id, stream)
+    return web.json_response({"view_tokens": [_describe(token) for token in tokens]})
+
+
+@routes.delete("/api/streams/{stream}/view-tokens/{token_id}")
+async def revoke_view_token(request: web.Request) -> web.Response:
+    account = await current_account(request)
+    stream = checked_stream_name(request.match_info["stream"])
+    token_id = request.match_info["token_id"]
+    await _view_tokens(request).revoke(account.id, stream, token_id)  # another account's: 404, as unknown
+    return web.json_response({"id": token_id, "deleted": True})

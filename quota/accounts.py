@@ -12,7 +12,7 @@ from quota.store import Account, QuotaStore
 
 LOCAL_ACCOUNT = "local"
 LOCAL_TIER = "vip"  # unmetered: the local account is the operator's own
-_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class InvalidApiKey(QuotaError):
@@ -34,7 +34,7 @@ class Accounts:
 
     async def create(self, account_id: str, tier: str, balance: float) -> tuple[Account, str]:
         """A new account and its API key (returned once; only its hash is kept)."""
-        if not isinstance(account_id, str) or not _ID.match(account_id):
+        if not isinstance(account_id, str) or not _ID.fullmatch(account_id):  # "$" would let a final newline by
             raise InvalidAccount("the account id must be 1-64 letters, digits, '.', '_' or '-'")
         try:
             self.settings.tier(tier)

@@ -9,6 +9,12 @@ class InvalidOffer(StreamError):
     code = "invalid_sdp"
 
 
+class UnsupportedCodec(InvalidOffer):
+    """The offer's video is in no codec or profile this server can decode (e.g. H.264 High only)."""
+
+    code = "unsupported_codec"
+
+
 class TooManySessions(StreamError):
     code = "too_many_sessions"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from stream.errors import InvalidOffer
+from stream.errors import InvalidOffer, UnsupportedCodec
 from stream.ice import IceSettings, allowed_remote_networks
-from stream.sdp import InvalidSdp, filter_remote_candidates, parse_offer
+from stream.sdp import InvalidSdp, NoSupportedVideoCodec, filter_remote_candidates, parse_offer
 
 logger = logging.getLogger(__name__)
 
@@ -20,6 +20,8 @@ def checked_offer(offer_sdp: str, ice: IceSettings) -> str:
     try:
         parse_offer(offer_sdp)
         filtered, dropped = filter_remote_candidates(offer_sdp, allowed_remote_networks(ice))
+    except NoSupportedVideoCodec as exc:
+        raise UnsupportedCodec(str(exc)) from exc
     except InvalidSdp as exc:
         raise InvalidOffer(str(exc)) from exc
     if dropped:

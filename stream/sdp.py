@@ -12,6 +12,8 @@ import logging
 import re
 from collections.abc import Iterable
 
+from aiortc import RTCRtpCodecParameters
+
 from stream.aiortc_internals import MediaDescription, digest_algorithm_supported, parse_sdp, video_codecs_in_common
 from stream.ice import IPNetwork, address_allowed
 
@@ -31,6 +33,10 @@ _X_GOOGLE_BITRATE = re.compile(r"^x-google-(min|start|max)-bitrate=", re.IGNOREC
 
 class InvalidSdp(ValueError):
     """The SDP offer is malformed or cannot be used by this server."""
+
+
+class NoSupportedVideoCodec(InvalidSdp):
+    """The offer is well formed, but none of its video codecs is one aiortc can decode."""
 
 
 def parse_offer(sdp: str) -> None:
@@ -87,12 +93,28 @@ def parse_offer(sdp: str) -> None:
         _check_media(index, media)
 
     if not any(video_codecs_in_common(m.rtp.codecs) for m in videos):
-        offered = sorted({c.mimeType for m in videos for c in m.rtp.codecs})
-        raise InvalidSdp(
+        offered = sorted({_codec_name(c) for m in videos for c in m.rtp.codecs})
+        raise NoSupportedVideoCodec(
             "no supported video codec offered "
             f"(offered: {', '.join(offered) or 'none'}; "
-            "supported: VP8, H264 constrained baseline)"
+            "supported: VP8, or H264 in baseline or constrained baseline profile (profile-level-id 42e0xx or "
+            "4200xx) with packetization-mode=1; in OBS set the encoder's profile to baseline)"
         )
+
+
+def _codec_name(codec: RTCRtpCodecParameters) -> str:
+    """The codec as an offer names it; H.264 with the profile and packetization that decide whether we take it."""
+    if codec.mimeType.lower() != "video/h264":
+        return codec.mimeType
+    profile = codec.parameters.get("profile-level-id", "none")
+    packetization = codec.parameters.get("packetization-mode", "0")
+    return f"{codec.mimeType} profile-level-id={profile} packetization-mode={packetization}"
+
+
+def ice_credentials(sdp: str) -> tuple[str, str]:
+    """The (ufrag, pwd) of a checked offer's first media section: a bundled offer's ICE session."""
+    media = parse_sdp(sdp).media[0]
+    return media.ice.usernameFragment, media.ice.password
 
 
 def _check_media(index: int, media: MediaDescription) -> None:

@@ -12,6 +12,8 @@ from pipeline.runner import BatchRunner
 from stream.errors import SessionClosedEarly, SessionForbidden, SessionNotFound, TooManySessions
 from stream.metering import MeterFactory
 from stream.offer_check import checked_offer
+from stream.published_streams import Publication, PublishedStreams
+from stream.sdp import ice_credentials
 from stream.session import Session
 from stream.settings import StreamSettings
 
@@ -24,6 +26,7 @@ class SessionManager:
         self._settings = settings
         self._faces = faces if faces is not None else FaceLibrary()
         self._sessions: dict[str, Session] = {}
+        self.streams = PublishedStreams()
 
     async def open(
         self,
@@ -33,13 +36,19 @@ class SessionManager:
         options: Mapping[str, object] | None = None,
         account_id: str | None = None,
         make_meter: MeterFactory | None = None,
+        stream: str | None = None,
     ) -> tuple[Session, str]:
         """Creates a session from an offer; returns it with the answer SDP.
 
         With a meter, its lease is opened before any negotiation work, so an
         account with nothing to spend (or too many sessions) is refused cheaply.
+        With a stream name, the session is published under it and ends the
+        account's earlier session of that name ("replaced"): before the new
+        lease, so a reconnecting publisher is not refused by its own old session.
         """
         offer_sdp = checked_offer(offer_sdp, self._settings.ice)  # InvalidOffer before a lease is opened
+        if stream is not None:
+            await self._end_publication(self.streams.find(account_id, stream))
         if len(self._sessions) >= self._settings.max_sessions:
             raise TooManySessions(f"the server is full ({self._settings.max_sessions} sessions); try again later")
         session = Session(
@@ -64,6 +73,10 @@ class SessionManager:
         except BaseException:
             await session.close("negotiation failed", "negotiation_failed")
             raise
+        if stream is not None:
+            ufrag, pwd = ice_credentials(offer_sdp)
+            # another publisher of the name may have been answered while this one negotiated
+            await self._end_publication(self.streams.publish(Publication(account_id, stream, session.id, ufrag, pwd)))
         return session, answer
 
     def get(self, session_id: str, account_id: str | None = None) -> Session:
@@ -89,5 +102,11 @@ class SessionManager:
             *(session.close(reason, "server_shutdown") for session in self.all()), return_exceptions=True
         )
 
+    async def _end_publication(self, publication: Publication | None) -> None:
+        session = self._sessions.get(publication.session_id) if publication is not None else None
+        if session is not None:
+            await session.close(f"a new publisher took the stream {publication.name!r}", "replaced")
+
     def _forget(self, session: Session) -> None:
         self._sessions.pop(session.id, None)
+        self.streams.forget(session.id)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCDataChannel, RTCIceCandidate, RTCPeerConnection, RTCSessionDescription
 from aiortc.exceptions import InvalidAccessError, InvalidStateError
 from aiortc.mediastreams import MediaStreamError
 
@@ -186,6 +186,20 @@ class Session:
 
     def _chain_options(self) -> dict[str, object]:
         return {**self.options, "face_id": self.face_id}
+
+    async def add_remote_candidates(self, candidates: list[RTCIceCandidate], end: bool) -> None:
+        """Trickled candidates (WHIP's PATCH); `end`: no more will come. aiortc ignores a candidate
+        named for a bundled section, so each goes to the first section sharing its transport."""
+        transceivers = self._pc.getTransceivers()
+        for candidate in candidates:
+            if self._close_started or not transceivers:
+                return
+            named = next((t for t in transceivers if t.mid == candidate.sdpMid), transceivers[0])
+            head = next(t for t in transceivers if t.receiver.transport is named.receiver.transport)
+            candidate.sdpMid, candidate.sdpMLineIndex = head.mid, None
+            await self._pc.addIceCandidate(candidate)
+        if end and not self._close_started:
+            await self._pc.addIceCandidate(None)
 
     # -- tracks and channel ----------------------------------------------------------
     def _on_track(self, track: MediaStreamTrack) -> None:

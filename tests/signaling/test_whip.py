@@ -198,6 +198,8 @@ async def test_patch_trickles_candidates_and_refuses_what_rfc_9725_says(server):
         assert response.status == 204
         response = await patch(fragment, {**trickle, "If-Match": etag})
         assert response.status == 204 and response.headers["ETag"] == etag
+        response = await patch(fragment, {**trickle, "If-Match": etag})  # after end-of-candidates: ignored, no 500
+        assert response.status == 204
         async with http.patch(session_url + "x", data=fragment.encode(), headers={**trickle, "If-Match": etag}) as r:
             assert r.status == 404
         # the trickled candidate reached the session's ICE transport (the outside one did not)

@@ -9,6 +9,7 @@ import gc
 import itertools
 import math
 import random
+import types
 from dataclasses import dataclass
 
 import pytest
@@ -422,6 +423,21 @@ def test_a_mesh_with_nan_infinite_or_absurd_points_counts_as_missed() -> None:
         assert track.misses == 0 and track.id == 1
 
 
+def reachable_from(root: object) -> list[object]:
+    """Every object reachable from `root`, not going into modules, classes or functions (shared code,
+    not state)."""
+    seen, stack, found = {id(root)}, [root], []
+    while stack:
+        obj = stack.pop()
+        found.append(obj)
+        for ref in gc.get_referents(obj):
+            if id(ref) in seen or isinstance(ref, (types.ModuleType, type, types.FunctionType)):
+                continue
+            seen.add(id(ref))
+            stack.append(ref)
+    return found
+
+
 def test_state_stays_bounded_while_faces_come_and_go() -> None:
     """10,000 frames of one session whose faces appear, move and vanish at random."""
     settings = TrackingSettings(detect_every=7, max_faces=3)
@@ -441,8 +457,10 @@ def test_state_stays_bounded_while_faces_come_and_go() -> None:
             world.detected.clear()
 
     def census() -> tuple[int, int]:
+        """Objects and tensor bytes the tracker holds (reachable from it): not the whole process's,
+        which threads left by earlier tests in the same run also allocate into."""
         gc.collect()
-        objects = gc.get_objects()
+        objects = reachable_from(world.tracker)
         tensors = [o for o in objects if type(o) is torch.Tensor]  # isinstance() wakes lazy modules
         return len(objects), sum(t.untyped_storage().nbytes() for t in tensors)
 

@@ -27,8 +27,8 @@ class PipelineSettings:
     )
     device: DeviceChoice = field(default="auto", metadata={"help": "where the chain runs; auto: CUDA if present"})
     # A batch goes when it holds max_batch frames, or max_wait_ms after its first
-    # frame arrived (Triton and DeepStream use the same two knobs; streaming.md
-    # keeps the window at or under 5 ms so it costs little latency).
+    # frame arrived (Triton and DeepStream use the same two knobs; the window stays at
+    # or under 5 ms so it costs little latency: docs/architecture.md).
     max_batch: int = field(default=8, metadata={"help": "frames per batch at most"})
     max_wait_ms: float = field(default=4.0, metadata={"help": "how long a batch waits for more frames"})
     # Frames of one session in flight at once; 1 keeps each session's frames in order

@@ -3,7 +3,7 @@
 Both sit between producers that must never block (the event loop feeding the
 decoder thread, the decoder thread feeding the track) and consumers that may
 fall behind. Unbounded, they turn a slow consumer into ever-growing latency
-(streaming.md: 7.5 s after 15 s). `None` is aiortc's end-of-stream sentinel
+(7.5 s after 15 s: docs/architecture.md). `None` is aiortc's end-of-stream sentinel
 on both and is never dropped.
 """
 

@@ -1,7 +1,7 @@
 """Cheaper H264 encoding for aiortc senders.
 
 aiortc's H264Encoder runs libx264 at its default preset (medium), 4-6x more
-CPU per frame than ultrafast (streaming.md). For a real-time server the
+CPU per frame than ultrafast (docs/architecture.md, "Changes to aiortc and aioice"). For a real-time server the
 quality-per-bit gain of medium is not worth a frame budget: an H264 sender
 gets aiortc_internals.FastH264Encoder (ultrafast, zerolatency, baseline).
 """

@@ -170,7 +170,7 @@ def add_bitrate_hints(sdp: str, *, min_kbps: int, start_kbps: int, max_kbps: int
     """Add x-google-{min,start,max}-bitrate to VP8/H264 fmtp of video sections.
 
     Chrome's send bitrate towards aiortc follows aiortc's REMB estimate, which
-    ramps slowly and collapses on still content (streaming.md: 320x180 at
+    ramps slowly and collapses on still content (docs/architecture.md: 320x180 at
     30 kbps); Chrome honours these hints from the remote description. Existing
     x-google bitrate values are replaced. A codec without an fmtp line (VP8
     usually) gets one right after its rtpmap.

@@ -15,7 +15,7 @@ class StreamSettings:
     max_sessions: int = field(default=32, metadata={"help": "concurrent sessions at most"})
     stats_interval_s: float = 1.0
     # fmtp hints in the answer: without them Chrome sends what aiortc's REMB
-    # estimate allows, which collapsed 720p to 960x540 (streaming.md).
+    # estimate allows, which collapsed 720p to 960x540 (docs/architecture.md).
     bitrate_hints_kbps: tuple[int, int, int] = (600, 1500, 3000)  # min, start, max
     # A peer's video that declares frames of more pixels is refused before decoding and the
     # session closed (decode_size_limit.py: a 242 KB VP8 keyframe of 12000x12000 took the decoder

@@ -1,7 +1,7 @@
 """H264 encoding for aiortc senders: libx264 at a real-time preset, and the sender's encoder slot.
 
 aiortc's H264Encoder runs libx264 at its default preset (medium), 4-6x more
-CPU per frame than ultrafast (streaming.md). For a real-time server the
+CPU per frame than ultrafast (docs/architecture.md, "Changes to aiortc and aioice"). For a real-time server the
 quality-per-bit gain of medium is not worth a frame budget. aiortc picks a
 sender's encoder itself; FastH264Encoder overrides the parent's private
 `_encode_frame` (and reuses `_split_bitstream`), and set_sender_encoder fills

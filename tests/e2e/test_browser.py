@@ -114,7 +114,7 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
 
 
 def test_media_stays_on_loopback(server: ServerProcess, browser: OpenBrowser) -> None:
-    """streaming.md's network rule (see assert_media_on_loopback)."""
+    """The network rule (CONTRIBUTING.md): media stays on loopback (see assert_media_on_loopback)."""
     driver = browser()
     driver.get(f"{server.base_url}/")
     driver.find_element("id", "start").click()

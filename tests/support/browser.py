@@ -1,5 +1,5 @@
 """Helpers for the Chromium end-to-end tests: test faces, a y4m fake camera, the server process,
-and a headless Chromium driven by selenium with the flags from ../shared/docs/streaming.md."""
+and a headless Chromium driven by selenium (its flags and why: CONTRIBUTING.md, "Tests")."""
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def served(
 
 
 def chromium_flags(y4m: Path, user_data_dir: Path) -> list[str]:
-    """Exactly the flags that worked headless as root (streaming.md), with a 30 fps fake camera."""
+    """The flags that work headless as root, with a 30 fps fake camera (CONTRIBUTING.md, "Tests")."""
     return [
         "--headless",
         "--no-sandbox",
@@ -503,7 +503,7 @@ def assert_remote_frames_keep_coming(driver: Any) -> None:
 
 
 def assert_media_on_loopback(driver: Any) -> None:
-    """streaming.md's network rule: all test traffic, media included, stays on 127.0.0.1. The
+    """The tests' network rule (CONTRIBUTING.md): all test traffic, media included, stays on 127.0.0.1. The
     browser also has a host candidate on eth0; no check from it may succeed, so that no pair
     (selected or not) other than 127.0.0.1 <-> 127.0.0.1 ever carries anything."""
     pairs = driver.execute_async_script(CANDIDATE_PAIRS_JS)

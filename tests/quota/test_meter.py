@@ -9,6 +9,7 @@ from quota.errors import NothingToSpend, StoreUnavailable
 from quota.memory_store import MemoryStore
 from quota.meter import THROTTLED_REFRESH_S, LateReturns, Level, SessionMeter
 from quota.settings import MICRO, QuotaSettings, to_micro
+from support.switched_stores import FlakyStore, SilentStore
 
 
 class Clock:
@@ -184,24 +185,6 @@ async def test_top_up_during_grace_resumes_full_rate():
     assert meter.state.level is Level.FULL and exhausted == []
     await meter.close()
     await runner
-
-
-class FlakyStore:
-    """The in-memory store behind a switch: off means unreachable (our own interface only)."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self.store = store
-        self.up = True
-
-    def __getattr__(self, name):
-        operation = getattr(self.store, name)
-
-        async def call(*args, **kwargs):
-            if not self.up:
-                raise StoreUnavailable("store switched off")
-            return await operation(*args, **kwargs)
-
-        return call
 
 
 async def test_store_outage_fails_closed_and_nothing_is_charged_twice():
@@ -443,20 +426,6 @@ async def test_a_lease_with_nothing_unreported_is_not_retried_after_close(monkey
     flaky.up = False
     await meter.close()  # spent nothing: the store's settling at the TTL gives the same
     assert len(late_returns) == 0
-
-
-class SilentStore(FlakyStore):
-    """Off means connected but never answering, like a Redis stopped with SIGSTOP."""
-
-    def __getattr__(self, name):
-        operation = getattr(self.store, name)
-
-        async def call(*args, **kwargs):
-            while not self.up:
-                await asyncio.sleep(0.01)
-            return await operation(*args, **kwargs)
-
-        return call
 
 
 async def test_a_store_that_never_answers_holds_close_for_close_wait_s_only(monkeypatch):

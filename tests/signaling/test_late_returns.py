@@ -5,31 +5,13 @@ import asyncio
 import pytest
 
 import quota.meter
-from quota.errors import StoreUnavailable
 from quota.memory_store import MemoryStore
 from quota.meter import SessionMeter
 from quota.settings import MICRO, QuotaSettings, to_micro
 from support.server import loopback_settings, running_server
+from support.switched_stores import FlakyStore
 
 SETTINGS = QuotaSettings(lease_s=5)
-
-
-class SwitchedStore:
-    """The in-memory store behind a switch: off means unreachable (our own interface only)."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self.store = store
-        self.up = True
-
-    def __getattr__(self, name):
-        operation = getattr(self.store, name)
-
-        async def call(*args, **kwargs):
-            if not self.up:
-                raise StoreUnavailable("store switched off")
-            return await operation(*args, **kwargs)
-
-        return call
 
 
 async def test_one_apps_shutdown_leaves_another_apps_lease_returns_alone(monkeypatch):
@@ -37,7 +19,7 @@ async def test_one_apps_shutdown_leaves_another_apps_lease_returns_alone(monkeyp
     retried: the first to shut down cancelled the other's retries after a single try against the
     other's store, and what that app's session had spent went unpaid."""
     monkeypatch.setattr(quota.meter, "LATE_CLOSE_RETRY_S", 0.05)
-    switched = SwitchedStore(MemoryStore())
+    switched = FlakyStore(MemoryStore())
     await switched.store.create_account("acct", "paid", to_micro(100), "hash")
     meter = SessionMeter(switched, "acct", SETTINGS.tier("paid"), "s1", SETTINGS)  # another app's session
     await meter.open()  # 5 tokens out on the lease

@@ -3,7 +3,6 @@ quickly and the server's resident memory stays where it was."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from client.facefuse_client import FacefuseClient, ServerError
 from support.image_bombs import bombs
 from support.photos import encode_still, face_rgb
 from support.ports import free_port
+from support.server import wait_healthy
 
 FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 
@@ -22,18 +22,6 @@ FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 def memory_mb(pid: int, field: str) -> int:
     line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(field))
     return int(line.split()[1]) // 1024
-
-
-async def healthy(client: FacefuseClient, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            await client.request("GET", "/healthz")
-            return
-        except OSError:
-            assert time.monotonic() < deadline, "the server did not become healthy"
-            await asyncio.sleep(0.2)
 
 
 async def test_bombs_posted_to_a_running_server_cost_it_no_memory():
@@ -49,7 +37,7 @@ async def test_bombs_posted_to_a_running_server_cost_it_no_memory():
     )  # fmt: skip
     try:
         async with FacefuseClient(f"http://127.0.0.1:{port}") as client:
-            await healthy(client, process)
+            await wait_healthy(client, process, timeout=60)
             await client.upload_face(photo_png, "image/png")  # the first decode loads the codecs
             Path(f"/proc/{process.pid}/clear_refs").write_text("5")  # the peak starts again from here
             before = memory_mb(process.pid, "VmRSS")

@@ -17,7 +17,7 @@ from quota.settings import QuotaSettings
 from signaling.cli import build_parser, main, settings_from_args
 from signaling.settings import HttpSettings, ServerSettings
 from stream.settings import StreamSettings
-from support.server import face_rgb, free_port
+from support.server import face_rgb, free_port, wait_healthy
 
 FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 
@@ -116,18 +116,6 @@ def start_server(*extra: str) -> tuple[subprocess.Popen, str]:
         text=True,
     )
     return process, f"http://127.0.0.1:{port}"
-
-
-async def wait_healthy(client: FacefuseClient, process: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            await client.request("GET", "/healthz")
-            return
-        except OSError:
-            assert time.monotonic() < deadline, "server did not become healthy"
-            await asyncio.sleep(0.2)
 
 
 def test_unknown_chain_fails_at_start_with_a_message():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import subprocess
 import time
 from collections.abc import AsyncIterator
 
@@ -29,6 +30,19 @@ async def wait_until(predicate, timeout: float, step: float = 0.05) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"condition not met within {timeout} s"
         await asyncio.sleep(step)
+
+
+async def wait_healthy(client: FacefuseClient, process: subprocess.Popen, timeout: float = 30) -> None:
+    """Until a `facefuse serve` process answers /healthz; fails with its output if it exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, process.communicate()[0]
+        try:
+            await client.request("GET", "/healthz")
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "the server did not become healthy"
+            await asyncio.sleep(0.2)
 
 
 @contextlib.asynccontextmanager

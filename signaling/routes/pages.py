@@ -1,0 +1,28 @@
+"""The pages a streamer opens besides the camera page: /watch/{stream} (a WHEP player for OBS's
+Browser Source) and /publish (a WHIP publisher in the browser). Each is a static file; the page
+itself talks to /whep and /whip, so credentials stay in request headers."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from quota.view_tokens import checked_stream_name
+from signaling.app_keys import SETTINGS
+
+routes = web.RouteTableDef()
+
+
+def _page(request: web.Request, name: str) -> web.FileResponse:
+    # no-store: a Browser Source keeps a page for hours, and a cached old player would outlive an upgrade
+    return web.FileResponse(request.app[SETTINGS].http.static_dir / name, headers={"Cache-Control": "no-store"})
+
+
+@routes.get("/watch/{stream}")
+async def watch(request: web.Request) -> web.FileResponse:
+    checked_stream_name(request.match_info["stream"])  # 400 for a name no stream can have
+    return _page(request, "watch.html")
+
+
+@routes.get("/publish")
+async def publish(request: web.Request) -> web.FileResponse:
+    return _page(request, "publish.html")

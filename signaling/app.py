@@ -24,7 +24,7 @@ from signaling.bad_request_log import quiet_bad_request_log
 from signaling.cors import cors_for_allowed_origins
 from signaling.errors import json_errors
 from signaling.origin_check import host_and_origin_check
-from signaling.routes import account, faces, health, pages, sessions, streams, whip
+from signaling.routes import account, faces, health, pages, sessions, streams, whep, whip
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
 
@@ -53,6 +53,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.add_routes(account.routes)
     app.add_routes(streams.routes)
     app.add_routes(whip.routes)
+    app.add_routes(whep.routes)
     app.add_routes(pages.routes)
     app.router.add_static("/static/", settings.http.static_dir, follow_symlinks=False)
     return app

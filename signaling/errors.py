@@ -31,6 +31,7 @@ from stream.errors import (
     SessionForbidden,
     SessionNotFound,
     TooManySessions,
+    ViewerNotFound,
 )
 from stream.swap_options import InvalidSwapOptions
 
@@ -59,6 +60,7 @@ _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (SessionForbidden, 403),
     (FaceNotFound, 404),
     (SessionNotFound, 404),
+    (ViewerNotFound, 404),
     (AccountNotFound, 404),
     (ViewTokenNotFound, 404),
     (AccountExists, 409),

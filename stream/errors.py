@@ -19,6 +19,20 @@ class TooManySessions(StreamError):
     code = "too_many_sessions"
 
 
+class TooManyViewers(StreamError):
+    code = "too_many_viewers"
+
+
+class StreamNotLive(StreamError):
+    """Nothing is published under the stream name now (a player retries: the publisher may be reconnecting)."""
+
+    code = "stream_not_live"
+
+
+class ViewerNotFound(StreamError):
+    code = "viewer_not_found"
+
+
 class SessionNotFound(StreamError):
     code = "session_not_found"
 

@@ -9,13 +9,22 @@ from collections.abc import Mapping
 
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
-from stream.errors import SessionClosedEarly, SessionForbidden, SessionNotFound, TooManySessions
+from stream.errors import (
+    SessionClosedEarly,
+    SessionForbidden,
+    SessionNotFound,
+    StreamNotLive,
+    TooManySessions,
+    TooManyViewers,
+    ViewerNotFound,
+)
 from stream.metering import MeterFactory
 from stream.offer_check import checked_offer
 from stream.published_streams import Publication, PublishedStreams
 from stream.sdp import ice_credentials
 from stream.session import Session
 from stream.settings import StreamSettings
+from stream.viewer import Viewer
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +35,7 @@ class SessionManager:
         self._settings = settings
         self._faces = faces if faces is not None else FaceLibrary()
         self._sessions: dict[str, Session] = {}
+        self._viewers: dict[str, Viewer] = {}
         self.streams = PublishedStreams()
 
     async def open(
@@ -79,6 +89,41 @@ class SessionManager:
             await self._end_publication(self.streams.publish(Publication(account_id, stream, session.id, ufrag, pwd)))
         return session, answer
 
+    async def open_viewer(self, offer_sdp: str, *, account_id: str | None, stream: str) -> tuple[Viewer, str]:
+        """A WHEP viewer of the account's session published under `stream`; returns it with the
+        answer SDP. StreamNotLive while nothing is published there; TooManyViewers at the limit."""
+        offer_sdp = checked_offer(offer_sdp, self._settings.ice, viewer=True)
+        publication = self.streams.find(account_id, stream)
+        session = self._sessions.get(publication.session_id) if publication is not None else None
+        if session is None or session.closing:
+            raise StreamNotLive(f"nothing is published under the stream name {stream!r} now")
+        limit = self._settings.max_viewers_per_stream
+        if len(self.viewers(session.id)) >= limit:
+            raise TooManyViewers(f"the stream {stream!r} has its {limit} viewers; try again later")
+        viewer = Viewer(secrets.token_urlsafe(12), session, stream, on_closed=self._forget_viewer)
+        self._viewers[viewer.id] = viewer
+        try:
+            answer = await viewer.accept(offer_sdp)
+        except BaseException:
+            await viewer.close("negotiation failed")
+            raise
+        if session.closing:  # the publisher left while this viewer negotiated
+            await viewer.close("the stream ended")
+            raise StreamNotLive(f"the stream {stream!r} ended while the viewer's offer was being answered")
+        return viewer, answer
+
+    def viewers(self, session_id: str | None = None) -> list[Viewer]:
+        """Every viewer, or one session's."""
+        return [v for v in self._viewers.values() if session_id is None or v.session.id == session_id]
+
+    def get_viewer(self, viewer_id: str, account_id: str | None = None) -> Viewer:
+        viewer = self._viewers.get(viewer_id)
+        if viewer is None:
+            raise ViewerNotFound(f"no viewer {viewer_id!r}")
+        if account_id is not None and viewer.account_id != account_id:
+            raise SessionForbidden(f"viewer {viewer_id!r} watches another account's stream")
+        return viewer
+
     def get(self, session_id: str, account_id: str | None = None) -> Session:
         """The session; SessionForbidden when `account_id` is given and it is another account's."""
         session = self._sessions.get(session_id)
@@ -107,6 +152,11 @@ class SessionManager:
         if session is not None:
             await session.close(f"a new publisher took the stream {publication.name!r}", "replaced")
 
-    def _forget(self, session: Session) -> None:
+    async def _forget(self, session: Session) -> None:
         self._sessions.pop(session.id, None)
         self.streams.forget(session.id)
+        viewers = self.viewers(session.id)
+        await asyncio.gather(*(v.close(f"the stream {v.stream!r} ended") for v in viewers), return_exceptions=True)
+
+    def _forget_viewer(self, viewer: Viewer) -> None:
+        self._viewers.pop(viewer.id, None)

@@ -15,10 +15,11 @@ from stream.sdp import InvalidSdp, NoSupportedVideoCodec, filter_remote_candidat
 logger = logging.getLogger(__name__)
 
 
-def checked_offer(offer_sdp: str, ice: IceSettings) -> str:
-    """The offer with the candidates this server will not try removed; raises InvalidOffer."""
+def checked_offer(offer_sdp: str, ice: IceSettings, *, viewer: bool = False) -> str:
+    """The offer (a publisher's, or a WHEP viewer's) with the candidates this server will not try
+    removed; raises InvalidOffer."""
     try:
-        parse_offer(offer_sdp)
+        parse_offer(offer_sdp, viewer=viewer)
         filtered, dropped = filter_remote_candidates(offer_sdp, allowed_remote_networks(ice))
     except NoSupportedVideoCodec as exc:
         raise UnsupportedCodec(str(exc)) from exc

@@ -39,8 +39,9 @@ class NoSupportedVideoCodec(InvalidSdp):
     """The offer is well formed, but none of its video codecs is one aiortc can decode."""
 
 
-def parse_offer(sdp: str) -> None:
-    """Raise InvalidSdp unless `sdp` is an offer aiortc can answer with video."""
+def parse_offer(sdp: str, *, viewer: bool = False) -> None:
+    """Raise InvalidSdp unless `sdp` is an offer aiortc can answer with video: a publisher's sends
+    its video, a viewer's (WHEP) only receives."""
     if not isinstance(sdp, str):
         raise InvalidSdp(f"SDP must be a string, not {type(sdp).__name__}")
     if not sdp.strip():
@@ -75,7 +76,10 @@ def parse_offer(sdp: str) -> None:
             # aiortc shares one transport between two sections of a kind and leaves the spare one's
             # socket open after close: one session takes one camera, one microphone, one data channel
             raise InvalidSdp(f"SDP has {count} {kind} m-lines; a session takes at most one")
-    if videos[0].direction in ("recvonly", "inactive"):
+    if viewer and any(m.direction != "recvonly" for m in description.media if m.kind in ("audio", "video")):
+        # what a viewer would send would be decoded for nothing
+        raise InvalidSdp("a viewer's offer only receives: its audio and video must be recvonly")
+    if not viewer and videos[0].direction in ("recvonly", "inactive"):
         raise InvalidSdp(
             f"the offer's video is {videos[0].direction}: the server must receive the camera (sendrecv or sendonly)"
         )
@@ -95,7 +99,7 @@ def parse_offer(sdp: str) -> None:
     if not any(video_codecs_in_common(m.rtp.codecs) for m in videos):
         offered = sorted({_codec_name(c) for m in videos for c in m.rtp.codecs})
         raise NoSupportedVideoCodec(
-            "no supported video codec offered "
+            f"no supported video codec offered{' to receive' if viewer else ''} "
             f"(offered: {', '.join(offered) or 'none'}; "
             "supported: VP8, or H264 in baseline or constrained baseline profile (profile-level-id 42e0xx or "
             "4200xx) with packetization-mode=1; in OBS set the encoder's profile to baseline)"

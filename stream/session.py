@@ -2,9 +2,11 @@
 
 Frame path: the remote track's frames go into the runner's slot for this session
 (a newer frame replaces an unclaimed one); the runner's results come back on the
-event loop into the ProcessedTrack, which the sender encodes. Every task the
-session starts is owned here and cancelled and awaited by `close()`. The data
-channel's events and commands are client_channel.py's; the meter's glue is metering.py's.
+event loop into the video fanout, whose tracks the senders encode: the publisher's own
+return video and each WHEP viewer's (fanout.py). The audio goes to the viewers, delayed
+to the video's latency (audio_relay.py). Every task the session starts is owned here and
+cancelled and awaited by `close()`. The data channel's events and commands are
+client_channel.py's; the meter's glue is metering.py's.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from aiortc.mediastreams import MediaStreamError
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner, FrameResult
 from stream.aiortc_internals import negotiated_codecs
+from stream.audio_relay import AudioRelay
 from stream.bounded_wait import finished_within
 from stream.client_channel import ClientChannel, closed_event, error_event
 from stream.decode_size_limit import DecodeSizeLimit
 from stream.encoder import tune_sender
 from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly
+from stream.fanout import VideoFanout
 from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
 from stream.metering import RETURN_LEASE_LIMIT_S, Meter, MeterFactory, SessionMetering, is_charged
 from stream.peer_close import PEER_CLOSE_TIMEOUT_S, close_peer
@@ -38,6 +42,7 @@ from stream.sdp import add_bitrate_hints
 from stream.settings import StreamSettings
 from stream.stats import SessionStats
 from stream.swap_options import SWAP_KEYS, checked_swap_options
+from stream.trickle import add_trickled_candidates
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +56,13 @@ CLOSED_NOTICE_S = 0.5
 STOP_WORK_LIMIT_S = 2.0
 TELL_CLIENT_LIMIT_S = CLOSED_NOTICE_S + 1.0
 CLOSE_PEER_LIMIT_S = 2 * PEER_CLOSE_TIMEOUT_S + 1.0
+# What the audio's delay leaves out of the video's measured latency (arrival -> encoder handoff).
+# The video's encoding, after the handoff: VP8 at 640x480 takes about 10 ms here
+# (bench/results/2026-12-03-whep.md).
+VIDEO_ENCODE_S = 0.010
+# aiortc's receiver holds audio until 4 packets are buffered (its jitter buffer's prefetch), so
+# audio reaches the session 3 Opus packets (60 ms) after it arrived; video frames wait for no prefetch.
+AUDIO_RECEIVE_LAG_S = 0.060
 
 
 class Session:
@@ -94,7 +106,10 @@ class Session:
         self._on_closed = on_closed
         self._loop = asyncio.get_running_loop()
         self._pc = RTCPeerConnection(rtc_configuration(settings.ice))
-        self._output = ProcessedTrack(on_sent=self._frame_sent, on_replaced=self._output_replaced)
+        self._output = ProcessedTrack(on_sent=self.frame_sent, on_replaced=self._output_replaced)
+        self.video_out = VideoFanout()
+        self.audio = AudioRelay(self._audio_delay_s)
+        self._last_sent_arrival = float("-inf")  # the newest frame an encoder has taken (charged once)
         self.channel = ClientChannel(session_id, self)
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_frame_at = time.monotonic()
@@ -154,6 +169,8 @@ class Session:
                 limit_retransmissions(transceiver.sender)
                 if codecs := negotiated_codecs(transceiver):  # the negotiated codec, first in aiortc's list
                     self.stats.codec = codecs[0].name
+                if transceiver.currentDirection in ("sendrecv", "sendonly"):  # OBS's offer only sends
+                    self.video_out.add(self._output)
 
         if self._metering is None:
             self._runner.add_session(self.id, self._deliver_from_worker, options=self._chain_options())
@@ -176,6 +193,10 @@ class Session:
         )
 
     @property
+    def settings(self) -> StreamSettings:
+        return self._settings
+
+    @property
     def closing(self) -> bool:
         """close() has begun (or ended)."""
         return self._close_started
@@ -188,18 +209,8 @@ class Session:
         return {**self.options, "face_id": self.face_id}
 
     async def add_remote_candidates(self, candidates: list[RTCIceCandidate], end: bool) -> None:
-        """Trickled candidates (WHIP's PATCH); `end`: no more will come. aiortc ignores a candidate
-        named for a bundled section, so each goes to the first section sharing its transport."""
-        transceivers = self._pc.getTransceivers()
-        for candidate in candidates:
-            if self._close_started or not transceivers:
-                return
-            named = next((t for t in transceivers if t.mid == candidate.sdpMid), transceivers[0])
-            head = next(t for t in transceivers if t.receiver.transport is named.receiver.transport)
-            candidate.sdpMid, candidate.sdpMLineIndex = head.mid, None
-            await self._pc.addIceCandidate(candidate)
-        if end and not self._close_started:
-            await self._pc.addIceCandidate(None)
+        """Trickled candidates (WHIP's PATCH); `end`: no more will come."""
+        await add_trickled_candidates(self._pc, candidates, end, closed=lambda: self._close_started)
 
     # -- tracks and channel ----------------------------------------------------------
     def _on_track(self, track: MediaStreamTrack) -> None:
@@ -207,7 +218,7 @@ class Session:
             self._pc.addTrack(self._output)  # reuses the offer's video transceiver: sendrecv
             self._spawn(self._pump(track), "pump")
         else:
-            self._spawn(self._drain(track), "drain-audio")
+            self._spawn(self.audio.run(track), "audio")
 
     async def _pump(self, track: MediaStreamTrack) -> None:
         """Remote frames -> the runner's slot. Cheap: decoding already happened in aiortc's thread."""
@@ -223,17 +234,12 @@ class Session:
             self.stats.frame_in(frame.width, frame.height, now)
             if self.meter is not None and self.meter.stopped:
                 # Out of tokens: the original video, unprocessed and uncharged.
-                self._output.put(FrameResult(self.id, frame, now, processed=False))
+                self.video_out.put(FrameResult(self.id, frame, now, processed=False))
+            elif not self.video_out.watched:
+                continue  # nobody would see it (OBS's sendonly offer, no viewer yet): not processed, not charged
             elif self._runner.submit(self.id, frame, now) is not None:
                 self.stats.frames_dropped += 1
         self._close_soon("the peer stopped sending video", "video_ended")
-
-    @staticmethod
-    async def _drain(track: MediaStreamTrack) -> None:
-        # Audio is not processed; reading it keeps aiortc from buffering it.
-        with contextlib.suppress(MediaStreamError):
-            while True:
-                await track.recv()
 
     def _deliver_from_worker(self, result: FrameResult) -> None:
         # Called on the runner's thread.
@@ -250,10 +256,14 @@ class Session:
                 self.send_event(error_event("frame_failed", result.error))
         elif result.processed:
             self.stats.frames_processed += 1
-        self._output.put(result)
+        self.video_out.put(result)
 
-    def _frame_sent(self, result: FrameResult, now: float) -> None:
-        """The encoder took this frame: only now may it be charged (metering.is_charged)."""
+    def frame_sent(self, result: FrameResult, now: float) -> None:
+        """An encoder took this frame: only now may it be charged (metering.is_charged), and only by
+        the first encoder that takes it (the publisher's or a viewer's: the frame was made once)."""
+        if result.arrived <= self._last_sent_arrival:
+            return
+        self._last_sent_arrival = result.arrived
         self.stats.frame_out(result.arrived, now)
         if is_charged(result):
             self.stats.frames_charged += 1
@@ -262,6 +272,13 @@ class Session:
 
     def _output_replaced(self) -> None:
         self.stats.frames_dropped += 1
+
+    def _audio_delay_s(self) -> float:
+        """How long the audio waits to leave with the video captured with it."""
+        latency_s = self.stats.latency_s()
+        if latency_s is None:  # no video sent yet: nothing to be in sync with
+            return 0.0
+        return latency_s + VIDEO_ENCODE_S - AUDIO_RECEIVE_LAG_S
 
     # -- the meter and the client's commands -----------------------------------------------
     def _set_fps_cap(self, fps_cap: float | None) -> None:
@@ -408,7 +425,9 @@ class Session:
         tasks = [task for task in self._tasks if task is not closing_task]
         for task in tasks:  # before any await: the pump must not hand the runner frames of a session it forgot
             task.cancel()
+        self.video_out.stop()  # the publisher's and the viewers' tracks: their senders end
         self._output.stop()
+        self.audio.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _return_lease(self) -> None:

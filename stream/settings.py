@@ -13,6 +13,9 @@ class StreamSettings:
     # A session that sends no frame for this long (or never starts) is closed.
     idle_timeout_s: float = field(default=10.0, metadata={"help": "seconds without video before a session is closed"})
     max_sessions: int = field(default=32, metadata={"help": "concurrent sessions at most"})
+    max_viewers_per_stream: int = field(
+        default=50, metadata={"help": "WHEP viewers of one stream at most (each encodes its own video)"}
+    )
     stats_interval_s: float = 1.0
     # fmtp hints in the answer: without them Chrome sends what aiortc's REMB
     # estimate allows, which collapsed 720p to 960x540 (docs/architecture.md).
@@ -32,5 +35,7 @@ class StreamSettings:
             raise ValueError("idle_timeout_s must be a number > 0")
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
+        if self.max_viewers_per_stream < 0:
+            raise ValueError("max_viewers_per_stream must be >= 0")
         if self.max_decoded_pixels < 64 * 64:
             raise ValueError("max_decoded_pixels must be at least 4096 (64x64)")

@@ -37,6 +37,11 @@ class SessionStats:
         self._fps_out.add(now=now)
         self._latency_ms.add((now - arrived) * 1000, now=now)
 
+    def latency_s(self, now: float | None = None) -> float | None:
+        """The median latency of the last seconds' frames; None before any frame went out."""
+        median_ms = self._latency_ms.percentile(50, time.monotonic() if now is None else now)
+        return None if median_ms is None else median_ms / 1000
+
     def as_dict(self, now: float | None = None) -> dict[str, object]:
         now = time.monotonic() if now is None else now
         return {

@@ -3,11 +3,11 @@ the sender's ICE credentials, its new candidates per media section, and whether 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from aioice import Candidate
-from aiortc import RTCIceCandidate
+from aiortc import RTCIceCandidate, RTCPeerConnection
 
 from stream.ice import IPNetwork
 from stream.sdp import InvalidSdp, filter_remote_candidates
@@ -70,3 +70,21 @@ def _rtc_candidate(candidate: Candidate) -> RTCIceCandidate:
         relatedPort=candidate.related_port,
         tcpType=candidate.tcptype,
     )
+
+
+async def add_trickled_candidates(
+    pc: RTCPeerConnection, candidates: list[RTCIceCandidate], end: bool, closed: Callable[[], bool]
+) -> None:
+    """Adds trickled candidates to a peer connection; `end`: no more will come. aiortc ignores a
+    candidate named for a bundled section, so each goes to the first section sharing its transport.
+    Stops once `closed()`: a closing connection takes none."""
+    transceivers = pc.getTransceivers()
+    for candidate in candidates:
+        if closed() or not transceivers:
+            return
+        named = next((t for t in transceivers if t.mid == candidate.sdpMid), transceivers[0])
+        head = next(t for t in transceivers if t.receiver.transport is named.receiver.transport)
+        candidate.sdpMid, candidate.sdpMLineIndex = head.mid, None
+        await pc.addIceCandidate(candidate)
+    if end and not closed():
+        await pc.addIceCandidate(None)

@@ -10,7 +10,7 @@ import pytest
 from client.facefuse_client import FacefuseClient
 from client.image_track import ImageTrack
 from signaling.app_keys import SESSIONS
-from signaling.routes.whip import _ice_server_links
+from signaling.webrtc_http import ice_server_links
 from support.metering import ADMIN, create_account, metered_settings
 from support.server import face_rgb, loopback_settings, running_server, wait_until
 from support.whip_publisher import offer_like_obs, post_offer
@@ -213,7 +213,7 @@ async def test_patch_trickles_candidates_and_refuses_what_rfc_9725_says(server):
 
 
 def test_links_name_the_configured_ice_servers_with_turn_credentials():
-    links = _ice_server_links(("stun:stun.example.net:3478", "turn:us%22er:p%40ss@turn.example.net:3478?transport=udp"))
+    links = ice_server_links(("stun:stun.example.net:3478", "turn:us%22er:p%40ss@turn.example.net:3478?transport=udp"))
     assert links == [
         '<stun:stun.example.net:3478>; rel="ice-server"',
         '<turn:turn.example.net:3478?transport=udp>; rel="ice-server"; username="us\\"er"; credential="p@ss"; '

@@ -1,0 +1,36 @@
+"""One session's processed video to every encoder that sends it: the publisher's own return
+video (when its offer receives) and each WHEP viewer.
+
+Each encoder reads its own ProcessedTrack, one latest-wins slot: an encoder that falls behind
+(a slow viewer) loses its own frames and never holds back the publisher or another viewer.
+"""
+
+from __future__ import annotations
+
+from pipeline.runner import FrameResult
+from stream.processed_track import ProcessedTrack
+
+
+class VideoFanout:
+    def __init__(self) -> None:
+        self._tracks: set[ProcessedTrack] = set()
+
+    def add(self, track: ProcessedTrack) -> None:
+        self._tracks.add(track)
+
+    def remove(self, track: ProcessedTrack) -> None:
+        self._tracks.discard(track)
+
+    @property
+    def watched(self) -> bool:
+        """Someone's encoder would send what the chain makes: without one, processing is wasted."""
+        return any(track.readyState == "live" for track in self._tracks)
+
+    def put(self, result: FrameResult) -> None:
+        for track in list(self._tracks):
+            track.put(result)
+
+    def stop(self) -> None:
+        for track in list(self._tracks):
+            track.stop()
+        self._tracks.clear()

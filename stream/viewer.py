@@ -1,0 +1,157 @@
+"""A WHEP viewer: one peer connection that plays a live session's processed video and its audio.
+
+The viewer reads its own tracks from the session's fanout and audio relay, so it costs the
+session nothing but its encoding (each viewer encodes for its own connection) and never holds
+the publisher back: a viewer that cannot keep up drops its own frames. Viewers are not metered:
+the publisher's session pays for each processed frame once, whoever sends it first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from aiortc import RTCIceCandidate, RTCPeerConnection, RTCSessionDescription
+from aiortc.exceptions import InvalidAccessError, InvalidStateError
+
+from pipeline.runner import FrameResult
+from stream.aiortc_internals import negotiated_codecs
+from stream.encoder import tune_sender
+from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly
+from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
+from stream.peer_close import close_peer
+from stream.processed_track import ProcessedTrack
+from stream.retransmit_limit import limit_retransmissions
+from stream.sdp import add_bitrate_hints, ice_credentials
+from stream.session import Session
+from stream.trickle import add_trickled_candidates
+
+logger = logging.getLogger(__name__)
+
+
+class Viewer:
+    def __init__(self, viewer_id: str, session: Session, stream: str, on_closed: Callable[[Viewer], None]) -> None:
+        self.id = viewer_id
+        self.session = session
+        self.stream = stream
+        self.state = "new"  # new -> connecting -> live -> closed
+        self.close_reason: str | None = None
+        self.created_at = time.time()
+        self.codec: str | None = None
+        self.frames_sent = 0
+        self.frames_dropped = 0
+        self.ice_ufrag = ""
+        self.ice_pwd = ""
+        self._on_closed = on_closed
+        self._settings = session.settings
+        self._pc = RTCPeerConnection(rtc_configuration(self._settings.ice))
+        self._video = ProcessedTrack(on_sent=self._frame_sent, on_replaced=self._frame_replaced)
+        self._audio = session.audio.subscribe() if session.audio.has_source else None
+        self._close_started = False
+        self._closed = asyncio.Event()
+
+    @property
+    def account_id(self) -> str | None:
+        return self.session.account_id
+
+    async def accept(self, offer_sdp: str) -> str:
+        """Applies a checked viewer offer (offer_check.checked_offer, viewer=True); returns the answer."""
+        self.state = "connecting"
+        self.ice_ufrag, self.ice_pwd = ice_credentials(offer_sdp)
+        self._pc.on("connectionstatechange", self._on_connection_state)
+        try:
+            await self._pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        except (ValueError, KeyError, IndexError, InvalidAccessError, InvalidStateError) as exc:  # aiortc's refusals
+            self._refuse_if_closed()
+            raise InvalidOffer(f"the offer could not be applied: {exc}") from exc
+        self._refuse_if_closed()
+        refuse_outside_checks(self._pc, self._settings.ice)
+        self._pc.addTrack(self._video)  # the offer's recvonly video section: answered sendonly
+        if self._audio is not None and any(t.kind == "audio" for t in self._pc.getTransceivers()):
+            self._pc.addTrack(self._audio)
+        try:
+            answer = await self._pc.createAnswer()
+            await restrict_gathering(self._pc, self._settings.ice)
+            await self._pc.setLocalDescription(answer)
+        except InvalidStateError:
+            self._refuse_if_closed()
+            raise
+        except ValueError as exc:
+            self._refuse_if_closed()
+            raise InvalidOffer(f"the offer could not be answered: {exc}") from exc
+        except RuntimeError as exc:
+            self._refuse_if_closed()
+            raise IceGatheringFailed(f"the server could not gather ICE candidates: {exc}") from exc
+        self._refuse_if_closed()
+        for transceiver in self._pc.getTransceivers():
+            if transceiver.kind == "video":
+                tune_sender(transceiver)
+                limit_retransmissions(transceiver.sender)
+                if codecs := negotiated_codecs(transceiver):
+                    self.codec = codecs[0].name
+        self.session.video_out.add(self._video)  # from now on the session's frames reach this viewer
+        min_kbps, start_kbps, max_kbps = self._settings.bitrate_hints_kbps
+        return add_bitrate_hints(
+            self._pc.localDescription.sdp, min_kbps=min_kbps, start_kbps=start_kbps, max_kbps=max_kbps
+        )
+
+    def _refuse_if_closed(self) -> None:
+        if self._close_started:
+            raise SessionClosedEarly(f"the viewer was closed ({self.close_reason}) while its offer was being answered")
+
+    async def add_remote_candidates(self, candidates: list[RTCIceCandidate], end: bool) -> None:
+        await add_trickled_candidates(self._pc, candidates, end, closed=lambda: self._close_started)
+
+    def _frame_sent(self, result: FrameResult, now: float) -> None:
+        self.frames_sent += 1
+        if self.state == "connecting":
+            self.state = "live"
+        self.session.frame_sent(result, now)
+
+    def _frame_replaced(self) -> None:
+        self.frames_dropped += 1
+
+    def _on_connection_state(self) -> None:
+        if self._pc.connectionState in ("failed", "closed"):
+            task = asyncio.ensure_future(self.close(f"connection {self._pc.connectionState}"))
+            task.set_name(f"viewer-{self.id}-close")
+
+    @property
+    def closing(self) -> bool:
+        return self._close_started
+
+    async def close(self, reason: str) -> None:
+        """Idempotent: stops its tracks (the session's fanout lets go of them) and closes its peer."""
+        if self._close_started:
+            await self._closed.wait()
+            return
+        self._close_started = True
+        self.close_reason = reason
+        logger.info("viewer %s of session %s closing: %s", self.id, self.session.id, reason)
+        try:
+            self.session.video_out.remove(self._video)
+            self._video.stop()
+            if self._audio is not None:
+                self._audio.stop()
+            if not await close_peer(self._pc):
+                logger.warning("viewer %s: its peer connection did not close in time; left behind", self.id)
+        finally:
+            self.state = "closed"
+            self._closed.set()
+            self._on_closed(self)
+
+    def snapshot(self) -> dict[str, object]:
+        return {
+            "viewer_id": self.id,
+            "stream": self.stream,
+            "session_id": self.session.id,
+            "state": self.state,
+            "created_at": self.created_at,
+            "codec": self.codec,
+            "frames_sent": self.frames_sent,
+            "frames_dropped": self.frames_dropped,
+            "audio_frames_dropped": self._audio.frames_dropped if self._audio is not None else None,
+            "close_reason": self.close_reason,
+        }

@@ -1,0 +1,280 @@
+"""`facefuse cam`'s main: opens the camera and the outputs, chooses the face, publishes over WHIP,
+plays the swapped video back over WHEP into the outputs, shows the status once a second, and on
+Ctrl-C (or when the server ends the session) DELETEs both sessions before it returns.
+
+Everything that can be refused locally (the input, pyvirtualcam, the loopback device, the output
+file) is opened before the first request, so such a failure costs the account nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote, urlencode, urlsplit
+
+import aiohttp
+
+from client.cam.camera_input import CameraTrack, input_spec
+from client.cam.errors import CamError, ServerRefusal
+from client.cam.file_output import FileOutput
+from client.cam.output_pump import Output, OutputPump
+from client.cam.peers import PlayingPeer, PublishingPeer, ice_for
+from client.cam.server_api import api_request, face_to_swap_to, session_description
+from client.cam.status_line import StatusLine, status_text
+from client.cam.virtual_camera import VirtualCamera
+from client.cam.whip_http import SdpAnswer, delete_resource, post_offer
+from stream.peer_close import close_peer
+
+logger = logging.getLogger(__name__)
+
+STATUS_EVERY_S = 1.0
+# How long to wait for the published stream to play: the server answers 409 stream_not_live until
+# the camera's session is up (a second or two; a slow link or a loaded server, more).
+PLAY_WITHIN_S = 30.0
+# Each request of the way out is bounded: Ctrl-C must end the command even with the server gone.
+GOODBYE_TIMEOUT_S = 5.0
+# What the server's `closed` codes mean for someone running the command.
+ENDED_BECAUSE = {
+    "tokens_exhausted": "the account's tokens ran out and the server ended the session: top it up, then start again",
+    "quota_store_unavailable": "the server lost its quota store and ended the session; try again later",
+    "replaced": "another publisher took over the stream name {stream}; give this one another --stream",
+    "idle": "the server received no video for its idle timeout and ended the session",
+    "server_shutdown": "the server shut down",
+    "video_too_large": "the server refused the camera's frame size; ask for a smaller one with --size",
+}
+
+
+@dataclass(frozen=True)
+class CamOptions:
+    server: str
+    face: str
+    token: str | None = None
+    input: str | None = None  # None: the system's first camera
+    stream: str = "cam"
+    virtual_camera: bool = False
+    camera_backend: str | None = None
+    camera_device: str | None = None
+    output: Path | None = None
+    size: str = "640x480"  # asked of a camera device
+    fps: float = 30.0
+    ice_servers: tuple[str, ...] = ()
+    play_within_s: float = PLAY_WITHIN_S
+
+
+@dataclass
+class _Running:
+    """What one run holds, for the way out."""
+
+    outputs: list[Output] = field(default_factory=list)
+    camera: CameraTrack | None = None
+    publisher: PublishingPeer | None = None
+    player: PlayingPeer | None = None
+    pump: OutputPump | None = None
+    published: SdpAnswer | None = None
+    played: SdpAnswer | None = None
+    uploaded_face: str | None = None
+
+
+async def run_cam(options: CamOptions, *, stop: asyncio.Event | None = None, out: TextIO = sys.stderr) -> int:
+    """Runs until `stop` is set (SIGINT and SIGTERM set it) or the session ends: 0 when stopped,
+    1 when the server ended the session (said on `out`). A failure raises CamError."""
+    if not options.virtual_camera and options.output is None:
+        raise CamError("nothing to write the swapped video to: give --virtual-camera and/or --output FILE")
+    stop = stop or asyncio.Event()
+    server = options.server.rstrip("/")
+    running = _Running()
+    status = StatusLine(out)
+    with _stopped_by_signals(stop):
+        async with aiohttp.ClientSession() as http:
+            try:
+                _open_locally(options, running)
+                face_id, uploaded = await face_to_swap_to(http, server, options.face, token=options.token)
+                running.uploaded_face = face_id if uploaded else None
+                await _publish(http, server, face_id, options, running)
+                await _play(http, server, options, running, stop)
+                if stop.is_set():
+                    return 0
+                status.say(_started_text(options, running))
+                ended = await _watch(http, options, running, status, stop)
+            finally:
+                status.end()
+                await _goodbye(http, server, options, running)
+    if ended is not None:
+        out.write(f"facefuse cam: {ended}\n")
+        return 1
+    return 0
+
+
+def _open_locally(options: CamOptions, running: _Running) -> None:
+    running.camera = camera = CameraTrack(input_spec(options.input, size=options.size, fps=options.fps))
+    if options.virtual_camera:
+        running.outputs.append(
+            VirtualCamera(
+                camera.width,
+                camera.height,
+                options.fps,
+                backend=options.camera_backend,
+                device=options.camera_device,
+            )
+        )
+    if options.output is not None:
+        running.outputs.append(FileOutput(options.output, camera.width, camera.height, options.fps))
+
+
+async def _publish(
+    http: aiohttp.ClientSession, server: str, face_id: str, options: CamOptions, running: _Running
+) -> None:
+    assert running.camera is not None
+    running.publisher = publisher = PublishingPeer(running.camera, ice_for(server, options.ice_servers))
+    sdp = await publisher.offer()
+    url = f"{server}/whip/{quote(options.stream, safe='')}?{urlencode({'face_id': face_id})}"
+    running.published = await post_offer(http, url, sdp, token=options.token)
+    await publisher.answer(running.published.sdp)
+
+
+async def _play(
+    http: aiohttp.ClientSession, server: str, options: CamOptions, running: _Running, stop: asyncio.Event
+) -> None:
+    """Plays the stream over WHEP, asking again while the server says it is not live yet."""
+    running.player = player = PlayingPeer(ice_for(server, options.ice_servers))
+    sdp = await player.offer()
+    url = f"{server}/whep/{quote(options.stream, safe='')}"
+    deadline = time.monotonic() + options.play_within_s
+    while True:
+        try:
+            running.played = await post_offer(http, url, sdp, token=options.token)
+            break
+        except ServerRefusal as refused:
+            if refused.status != 409 or time.monotonic() >= deadline:
+                raise
+            retry_after_s = refused.retry_after_s or 1.0
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(retry_after_s):
+                await stop.wait()
+        if stop.is_set():
+            return
+    await player.answer(running.played.sdp)
+    assert player.track is not None
+    running.pump = OutputPump(player.track, running.outputs)
+
+
+def _started_text(options: CamOptions, running: _Running) -> str:
+    where = [f"the virtual camera {output.device}" for output in running.outputs if isinstance(output, VirtualCamera)]
+    where += [str(output.path) for output in running.outputs if isinstance(output, FileOutput)]
+    return f"streaming {options.input or 'the camera'} as {options.stream!r}; the swapped video goes to {' and '.join(where)}"
+
+
+async def _watch(
+    http: aiohttp.ClientSession, options: CamOptions, running: _Running, status: StatusLine, stop: asyncio.Event
+) -> str | None:
+    """Until `stop` or the session's end; what ended it, for the user (None: stopped)."""
+    assert running.published is not None and running.pump is not None and running.publisher is not None
+    session_id = running.published.headers.get("X-Facefuse-Session")
+    api_base = _origin(running.published.url)  # the session lives on the server that answered the POST
+    while not stop.is_set():
+        described: dict[str, Any] | None = None
+        if session_id is not None:
+            try:
+                described = await session_description(http, api_base, session_id, token=options.token)
+            except (ServerRefusal, aiohttp.ClientError, TimeoutError) as exc:
+                logger.debug("the session's description could not be read: %s", exc)
+                described = {}
+            if described is None or described.get("state") in ("closing", "closed"):
+                return _why_ended(options, running, described)
+        ended = _ended_here(options, running)
+        if ended is not None:
+            return ended
+        status.show(status_text(described or None, running.pump.fps()))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(STATUS_EVERY_S):
+                await stop.wait()
+    return None
+
+
+def _ended_here(options: CamOptions, running: _Running) -> str | None:
+    """An end seen on this side: the camera stopped, an output failed, a connection went down."""
+    assert running.camera is not None and running.pump is not None and running.publisher is not None
+    if running.camera.failure is not None:
+        return running.camera.failure
+    if running.pump.failure is not None:
+        return running.pump.failure
+    if running.publisher.closed_event() is not None or running.pump.ended.is_set():
+        return _why_ended(options, running, None)
+    if running.publisher.pc.connectionState in ("failed", "closed"):
+        return "the connection to the server was lost"
+    return None
+
+
+def _why_ended(options: CamOptions, running: _Running, described: dict[str, Any] | None) -> str:
+    assert running.publisher is not None
+    event = running.publisher.closed_event() or {}
+    code = event.get("code") or (described or {}).get("close_reason")
+    if code in ENDED_BECAUSE:
+        return ENDED_BECAUSE[code].format(stream=options.stream)
+    reason = event.get("reason") or (described or {}).get("close_reason")
+    return f"the server ended the session ({code or 'no reason given'}{': ' + reason if reason and reason != code else ''})"
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+async def _goodbye(http: aiohttp.ClientSession, server: str, options: CamOptions, running: _Running) -> None:
+    """Ends both sessions on the server, then everything here; each step bounded, none skipped
+    because an earlier one failed."""
+    for answer in (running.played, running.published):  # the viewer first: it plays the publisher's video
+        if answer is not None:
+            await _bounded(
+                delete_resource(http, answer.resource_url, token=options.token), "DELETE " + answer.resource_url
+            )
+    if running.uploaded_face is not None:  # the library is bounded: a face uploaded for this run goes with it
+        await _bounded(
+            api_request(http, "DELETE", f"{server}/api/faces/{running.uploaded_face}", token=options.token),
+            "deleting the uploaded face",
+        )
+    for peer in (running.player, running.publisher):
+        if peer is not None:
+            await _bounded(close_peer(peer.pc), "closing a peer connection")
+    if running.pump is not None:
+        await running.pump.close()  # closes the outputs
+    else:
+        for output in running.outputs:
+            output.close()
+    if running.camera is not None:
+        running.camera.stop()
+        await asyncio.to_thread(running.camera.join, GOODBYE_TIMEOUT_S)
+
+
+async def _bounded(awaitable: Any, what: str) -> None:
+    try:
+        async with asyncio.timeout(GOODBYE_TIMEOUT_S):
+            await awaitable
+    except (CamError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        logger.warning("%s failed: %s", what, exc)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(stop: asyncio.Event):
+    """SIGINT (Ctrl-C) and SIGTERM set `stop`, so the way out runs in order. Where the loop cannot
+    take signal handlers (Windows), Ctrl-C cancels the run and the same way out runs."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)

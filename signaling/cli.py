@@ -225,6 +225,13 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
 
     _add(serve, "--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="what the log shows")
+
+    from client.cam.cli import DESCRIPTION, add_cam_arguments  # argparse only: --help stays instant
+
+    cam = commands.add_parser(
+        "cam", help="stream a camera through a server to a virtual camera", description=DESCRIPTION
+    )
+    add_cam_arguments(cam)
     return parser, serve
 
 
@@ -374,6 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     keep_freed_memory()  # before the server starts its threads (pipeline/host_memory.py)
     parser, serve = build_parsers()
     args = parser.parse_args(argv)
+    if args.command == "cam":  # the client: none of the server's settings
+        from client.cam.cli import run_cam_command
+
+        return run_cam_command(args)
     try:
         settings = settings_from_args(args)
     except ValueError as exc:

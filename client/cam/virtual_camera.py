@@ -37,13 +37,14 @@ class VirtualCamera:
     ) -> None:
         pyvirtualcam = _pyvirtualcam()
         self.width, self.height = width - width % 2, height - height % 2  # the loopback formats are 4:2:0
+        known = pyvirtualcam.camera.BACKENDS
+        if backend is not None and backend not in known:  # asked first: Camera() would fail half-made
+            names = ", ".join(sorted(known)) or "none on this system"
+            raise CamError(f"no virtual camera backend {backend!r}; the backends are: {names}")
         try:
             self._camera = pyvirtualcam.Camera(
                 self.width, self.height, fps, fmt=pyvirtualcam.PixelFormat.RGB, backend=backend, device=device
             )
-        except KeyError:
-            known = ", ".join(sorted(pyvirtualcam.camera.BACKENDS)) or "none on this system"
-            raise CamError(f"no virtual camera backend {backend!r}; the backends are: {known}") from None
         except RuntimeError as exc:
             raise CamError(_why_not(str(exc), device)) from None
         self.device = self._camera.device

@@ -26,6 +26,11 @@ class VideoFanout:
         """Someone's encoder would send what the chain makes: without one, processing is wasted."""
         return any(track.readyState == "live" for track in self._tracks)
 
+    def encode_s(self) -> float | None:
+        """How long the encoders take to encode and send a frame (the median of their medians)."""
+        medians = sorted(m for track in self._tracks if (m := track.encode_ms.percentile(50)) is not None)
+        return medians[len(medians) // 2] / 1000 if medians else None
+
     def put(self, result: FrameResult) -> None:
         for track in list(self._tracks):
             track.put(result)

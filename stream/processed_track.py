@@ -14,6 +14,7 @@ import av
 from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 
+from pipeline.rolling import RollingWindow
 from pipeline.runner import FrameResult
 
 
@@ -26,6 +27,9 @@ class ProcessedTrack(MediaStreamTrack):
         self._on_replaced = on_replaced
         self._slot: FrameResult | None = None
         self._ready = asyncio.Event()
+        # ms from handing a frame to the sender until it asks for the next: encoding and sending it
+        self.encode_ms = RollingWindow(10.0)
+        self._handed_at: float | None = None
 
     def put(self, result: FrameResult) -> None:
         """Called on the event loop with each result from the runner."""
@@ -37,13 +41,17 @@ class ProcessedTrack(MediaStreamTrack):
         self._ready.set()
 
     async def recv(self) -> av.VideoFrame:
+        if self._handed_at is not None:  # the sender asks again once it has encoded and sent the last frame
+            self.encode_ms.add((time.monotonic() - self._handed_at) * 1000)
+            self._handed_at = None
         while self._slot is None:
             if self.readyState != "live":
                 raise MediaStreamError
             self._ready.clear()
             await self._ready.wait()
         result, self._slot = self._slot, None
-        self._on_sent(result, time.monotonic())
+        self._handed_at = time.monotonic()
+        self._on_sent(result, self._handed_at)
         return result.frame
 
     def stop(self) -> None:

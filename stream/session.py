@@ -56,13 +56,10 @@ CLOSED_NOTICE_S = 0.5
 STOP_WORK_LIMIT_S = 2.0
 TELL_CLIENT_LIMIT_S = CLOSED_NOTICE_S + 1.0
 CLOSE_PEER_LIMIT_S = 2 * PEER_CLOSE_TIMEOUT_S + 1.0
-# What the audio's delay leaves out of the video's measured latency (arrival -> encoder handoff).
-# The video's encoding, after the handoff: VP8 at 640x480 takes about 10 ms here
-# (bench/results/2026-12-03-whep.md).
-VIDEO_ENCODE_S = 0.010
-# aiortc's receiver holds audio until 4 packets are buffered (its jitter buffer's prefetch), so
-# audio reaches the session 3 Opus packets (60 ms) after it arrived; video frames wait for no prefetch.
-AUDIO_RECEIVE_LAG_S = 0.060
+# aiortc's receiver hands on an audio packet once 4 newer ones have arrived (its jitter buffer's
+# prefetch=4): the session's audio is 4 Opus packets of 20 ms late already. Measured by
+# tests/e2e/test_av_sync.py, which also shows the video's receiving costs it no such wait here.
+AUDIO_RECEIVE_LAG_S = 4 * 0.020
 
 
 class Session:
@@ -275,10 +272,10 @@ class Session:
 
     def _audio_delay_s(self) -> float:
         """How long the audio waits to leave with the video captured with it."""
-        latency_s = self.stats.latency_s()
+        latency_s, encode_s = self.stats.latency_s(), self.video_out.encode_s()
         if latency_s is None:  # no video sent yet: nothing to be in sync with
             return 0.0
-        return latency_s + VIDEO_ENCODE_S - AUDIO_RECEIVE_LAG_S
+        return latency_s + (encode_s or 0.0) - AUDIO_RECEIVE_LAG_S
 
     # -- the meter and the client's commands -----------------------------------------------
     def _set_fps_cap(self, fps_cap: float | None) -> None:

@@ -40,6 +40,8 @@ STATUS_EVERY_S = 1.0
 PLAY_WITHIN_S = 30.0
 # Each request of the way out is bounded: Ctrl-C must end the command even with the server gone.
 GOODBYE_TIMEOUT_S = 5.0
+# When the played video ends, how long the server's `closed` event (which says why) may take after it.
+CLOSED_EVENT_WAIT_S = 1.0
 # What the server's `closed` codes mean for someone running the command.
 ENDED_BECAUSE = {
     "tokens_exhausted": "the account's tokens ran out and the server ended the session: top it up, then start again",
@@ -188,6 +190,9 @@ async def _watch(
                 described = {}
             if described is None or described.get("state") in ("closing", "closed"):
                 return _why_ended(options, running, described)
+        if running.pump.ended.is_set() and running.publisher.closed_event() is None:
+            # the viewer's connection and the session's `closed` event race: give the event a moment
+            await _wait_for(running.publisher.closed_event, CLOSED_EVENT_WAIT_S)
         ended = _ended_here(options, running)
         if ended is not None:
             return ended
@@ -196,6 +201,12 @@ async def _watch(
             async with asyncio.timeout(STATUS_EVERY_S):
                 await stop.wait()
     return None
+
+
+async def _wait_for(condition: Any, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def _ended_here(options: CamOptions, running: _Running) -> str | None:

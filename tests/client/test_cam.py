@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import io
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import sys
 from collections import deque
 from pathlib import Path
 
+import aiohttp
 import av
 import numpy as np
 import pytest
@@ -25,11 +27,13 @@ from client.cam.run import CamOptions, run_cam
 from client.cam.status_line import status_text
 from client.cam.virtual_camera import LOOPBACK_HINT, VirtualCamera
 from client.facefuse_client import FacefuseClient
+from client.image_track import ImageTrack
 from client.still_picture import top_at_aspect
 from signaling.app_keys import FACES, SESSIONS
 from support.face_identity import similarity
 from support.metering import ADMIN, create_account, metered_settings
 from support.server import REPO_ROOT, face_path, face_rgb, loopback_settings, running_server, wait_until
+from support.whip_publisher import offer_like_obs, post_offer
 
 RECORDER = "facefuse-test-recorder"
 
@@ -249,3 +253,25 @@ def test_the_cam_flags_cost_the_command_line_no_imports_but_their_own():
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "['client', 'client.cam', 'client.cam.cli']", done.stderr
+
+
+async def test_a_session_the_server_ends_is_said_with_its_reason_and_exits_1(tmp_path):
+    """Here another publisher takes the stream name: the server ends the camera's session ("replaced")."""
+    video = face_video(tmp_path / "obama.mkv")
+    said = io.StringIO()
+    async with running_server(loopback_settings()) as (url, app):
+        options = CamOptions(server=url, face=str(face_path("biden.jpg")), input=str(video), output=tmp_path / "o.mkv")
+        run = asyncio.ensure_future(run_cam(options, out=said))
+        await wait_until(lambda: run.done() or app[SESSIONS].viewers(), timeout=60)
+        assert not run.done(), run.result()
+        first = app[SESSIONS].all()[0]
+        async with aiohttp.ClientSession() as http:
+            pc, sdp = await offer_like_obs(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            other = await post_offer(http, f"{url}/whip/cam", pc, sdp)
+            try:
+                assert other.status == 201, other.body
+                assert await asyncio.wait_for(run, 30) == 1
+            finally:
+                await other.close()
+    assert first.close_reason.startswith("a new publisher took the stream")
+    assert "another publisher took over the stream name cam" in said.getvalue(), said.getvalue()

@@ -11,6 +11,7 @@ from signaling.app_keys import ACCOUNTS, FACES, LATE_RETURNS, SESSIONS, SETTINGS
 from signaling.auth import current_account
 from signaling.errors import ApiError
 from signaling.request_body import json_object
+from stream.published_streams import STREAM_NAME_RULE, is_stream_name
 from stream.swap_options import checked_swap_options
 
 routes = web.RouteTableDef()
@@ -18,7 +19,7 @@ routes = web.RouteTableDef()
 MAX_SDP_CHARS = 64 * 1024
 
 
-def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, object]]:
+def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, object], str | None]:
     sdp, kind, face_id, options = body.get("sdp"), body.get("type"), body.get("face_id"), body.get("options", {})
     if kind != "offer":
         raise ApiError(400, "invalid_body", "'type' must be \"offer\"")
@@ -30,13 +31,17 @@ def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, 
         raise ApiError(400, "invalid_body", "'face_id' must be a string")
     if not isinstance(options, dict):
         raise ApiError(400, "invalid_body", "'options' must be a JSON object")
-    return sdp, face_id, options
+    options = dict(options)
+    stream = options.pop("stream", None)  # publishes the session under a name its viewers play (WHEP)
+    if stream is not None and not (isinstance(stream, str) and is_stream_name(stream)):
+        raise ApiError(400, "invalid_stream_name", f"options.stream must be a stream name: {STREAM_NAME_RULE}")
+    return sdp, face_id, options, stream
 
 
 @routes.post("/api/offer")
 async def offer(request: web.Request) -> web.Response:
     account = await current_account(request)  # before the body: no key, no buffer
-    sdp, face_id, options = _parse_offer_body(await json_object(request, '{"sdp", "type": "offer"}'))
+    sdp, face_id, options, stream = _parse_offer_body(await json_object(request, '{"sdp", "type": "offer"}'))
     if face_id is not None:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
     options = checked_swap_options(options, request.app[FACES], account.id)  # 400 / 404 / 403 before negotiating
@@ -45,7 +50,7 @@ async def offer(request: web.Request) -> web.Response:
         request.app[ACCOUNTS].store, account.id, quota.tier(account.tier), quota, request.app[LATE_RETURNS]
     )
     session, answer = await request.app[SESSIONS].open(
-        sdp, face_id=face_id, options=options, account_id=account.id, make_meter=make_meter
+        sdp, face_id=face_id, options=options, account_id=account.id, make_meter=make_meter, stream=stream
     )
     return web.json_response({"sdp": answer, "type": "answer", "session_id": session.id})
 

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from quota.store import ViewToken
 from quota.view_tokens import ViewTokens, checked_stream_name
-from signaling.app_keys import ACCOUNTS
+from signaling.app_keys import ACCOUNTS, SESSIONS
 from signaling.auth import current_account
 
 routes = web.RouteTableDef()
@@ -30,12 +30,28 @@ def _describe(token: ViewToken) -> dict[str, Any]:
 
 @routes.get("/api/streams")
 async def list_streams(request: web.Request) -> web.Response:
-    """The account's streams known so far: each name that has view tokens, with how many."""
+    """The account's streams: each name published now or holding view tokens; whether it is live,
+    the session behind it and its viewers."""
     account = await current_account(request)
+    sessions = request.app[SESSIONS]
     counts: dict[str, int] = {}
     for token in await _view_tokens(request).of_account(account.id):
         counts[token.stream] = counts.get(token.stream, 0) + 1
-    return web.json_response({"streams": [{"stream": name, "view_tokens": counts[name]} for name in sorted(counts)]})
+    live = {publication.name: publication.session_id for publication in sessions.streams.of_account(account.id)}
+    streams = []
+    for name in sorted(counts.keys() | live.keys()):
+        session_id = live.get(name)
+        viewers = sessions.viewers(session_id) if session_id is not None else []
+        streams.append(
+            {
+                "stream": name,
+                "live": session_id is not None,
+                "session_id": session_id,
+                "viewers": [viewer.snapshot() for viewer in viewers],
+                "view_tokens": counts.get(name, 0),
+            }
+        )
+    return web.json_response({"streams": streams})
 
 
 @routes.post("/api/streams/{stream}/view-tokens")

@@ -90,7 +90,13 @@ async def test_create_list_and_revoke(metered):
     assert len(listed["view_tokens"]) == 2 and set(listed["view_tokens"][0]) == {"id", "stream", "created_at"}
     assert secret not in str(listed)
     status, streams, _ = await alice.call("GET", "/api/streams")
-    assert streams == {"streams": [{"stream": "backstage", "view_tokens": 1}, {"stream": "main-cam", "view_tokens": 2}]}
+    idle = {"live": False, "session_id": None, "viewers": []}
+    assert streams == {
+        "streams": [
+            {"stream": "backstage", **idle, "view_tokens": 1},
+            {"stream": "main-cam", **idle, "view_tokens": 2},
+        ]
+    }
 
     status, deleted, _ = await alice.call("DELETE", f"/api/streams/main-cam/view-tokens/{token_id}")
     assert (status, deleted) == (200, {"id": token_id, "deleted": True})

@@ -275,3 +275,18 @@ async def test_a_session_the_server_ends_is_said_with_its_reason_and_exits_1(tmp
                 await other.close()
     assert first.close_reason.startswith("a new publisher took the stream")
     assert "another publisher took over the stream name cam" in said.getvalue(), said.getvalue()
+
+
+async def test_tokens_running_out_mid_stream_ends_the_run_and_says_to_top_up(tmp_path):
+    video = face_video(tmp_path / "obama.mkv")
+    said = io.StringIO()
+    settings = metered_settings(None, lease_s=1.0, slow_below_s=0.5, crawl_below_s=0.2, grace_s=1.0)
+    async with running_server(settings) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "ada", balance=1.5)
+        options = CamOptions(
+            server=url, token=key, face=str(face_path("biden.jpg")), input=str(video), output=tmp_path / "o.mkv"
+        )
+        assert await asyncio.wait_for(run_cam(options, out=said), 60) == 1
+        assert app[SESSIONS].all() == []
+    assert "the account's tokens ran out" in said.getvalue() and "top it up" in said.getvalue(), said.getvalue()

@@ -151,3 +151,14 @@ async def test_delete_sends_the_token_to_the_session_url():
     request, _ = seen[0]
     assert request.method == "DELETE" and request.path == "/whip/live/s-1"
     assert request.headers["Authorization"] == "Bearer key-1"
+
+
+def test_a_token_sent_over_https_is_not_followed_to_plain_http():
+    from client.cam.whip_http import _redirect_target
+
+    with pytest.raises(CamError, match="unencrypted"):
+        _redirect_target("https://ingest.example/whip/live", "http://node-2.example/whip/live", "key-1")
+    assert (
+        _redirect_target("https://a.example/whip/x", "https://b.example/whip/x", "key-1") == "https://b.example/whip/x"
+    )
+    assert _redirect_target("https://a.example/whip/x", "http://b.example/whip/x", None) == "http://b.example/whip/x"

@@ -389,6 +389,7 @@ FIELD_DEFAULTS = [
     ("max_faces_per_account", HttpSettings, "max_faces_per_account", 9, 9),
     ("idle_timeout", StreamSettings, "idle_timeout_s", 7.5, 7.5),
     ("max_sessions", StreamSettings, "max_sessions", 5, 5),
+    ("max_viewers_per_stream", StreamSettings, "max_viewers_per_stream", 7, 7),
     ("max_decoded_pixels", StreamSettings, "max_decoded_pixels", 1280 * 720, 1280 * 720),
     ("chain", PipelineSettings, "chain", "invert", "invert"),
     ("device", PipelineSettings, "device", "cpu", "cpu"),

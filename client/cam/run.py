@@ -105,6 +105,8 @@ async def run_cam(options: CamOptions, *, stop: asyncio.Event | None = None, out
                     return 0
                 status.say(_started_text(options, running))
                 ended = await _watch(http, options, running, status, stop)
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise CamError(f"no answer from {server}: {exc or type(exc).__name__}") from None
             finally:
                 status.end()
                 await _goodbye(http, server, options, running)

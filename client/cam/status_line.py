@@ -1,5 +1,5 @@
 """The one-line live status of `facefuse cam`: the session's fps in and out and its latency (from
-GET /api/sessions/{id}), the frames reaching the camera, the tokens left and the throttle level.
+GET /api/sessions/{id}), the frames written to the outputs, the tokens left and the throttle level.
 
 On a terminal the line is rewritten in place; into a file or a pipe a line is written now and then,
 so a log keeps a trace without one line a second.
@@ -14,14 +14,14 @@ from typing import Any, TextIO
 PLAIN_EVERY_S = 10.0  # not a terminal: one line this often
 
 
-def status_text(session: Mapping[str, Any] | None, camera_fps: float) -> str:
+def status_text(session: Mapping[str, Any] | None, written_fps: float) -> str:
     if session is None:
-        return f"waiting for the session | camera {camera_fps:.1f} fps"
+        return f"waiting for the session | written {written_fps:.1f} fps"
     latency = (session.get("latency_ms") or {}).get("p50")
     parts = [
         f"in {session.get('fps_in', 0):.1f} fps",
         f"out {session.get('fps_out', 0):.1f} fps",
-        f"camera {camera_fps:.1f} fps",
+        f"written {written_fps:.1f} fps",
         f"latency {latency:.0f} ms" if latency is not None else "latency -",
         _meter_text(session.get("meter")),
     ]

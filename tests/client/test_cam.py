@@ -32,7 +32,7 @@ from client.still_picture import top_at_aspect
 from signaling.app_keys import FACES, SESSIONS
 from support.face_identity import similarity
 from support.metering import ADMIN, create_account, metered_settings
-from support.server import REPO_ROOT, face_path, face_rgb, loopback_settings, running_server, wait_until
+from support.server import REPO_ROOT, face_path, face_rgb, free_port, loopback_settings, running_server, wait_until
 from support.whip_publisher import offer_like_obs, post_offer
 
 RECORDER = "facefuse-test-recorder"
@@ -225,6 +225,14 @@ def test_an_unknown_camera_backend_lists_the_known_ones(recorder):
         VirtualCamera(640, 480, 30, backend="nope")
 
 
+async def test_a_server_that_does_not_answer_is_one_line(tmp_path):
+    video = face_video(tmp_path / "obama.mkv", seconds=0.5)
+    nobody = f"http://127.0.0.1:{free_port()}"
+    options = CamOptions(server=nobody, face=str(face_path("biden.jpg")), input=str(video), output=tmp_path / "o.mkv")
+    with pytest.raises(CamError, match=f"no answer from {nobody}"):
+        await run_cam(options)
+
+
 async def test_nothing_to_write_to_is_said_before_anything_opens():
     with pytest.raises(CamError, match="--virtual-camera and/or --output"):
         await run_cam(CamOptions(server="http://127.0.0.1:9", face="x", input="/nowhere"))
@@ -234,14 +242,14 @@ def test_the_status_line_says_fps_latency_tokens_and_throttle():
     session = {"fps_in": 29.7, "fps_out": 28.94, "latency_ms": {"p50": 41.6, "p99": 80.0}}
     metered = {"level": "slow", "balance": 1234.56, "seconds_left": 600.0, "price_per_second": 2.0}
     assert status_text({**session, "meter": metered}, 27.0) == (
-        "in 29.7 fps | out 28.9 fps | camera 27.0 fps | latency 42 ms | tokens 1234.6 (~10 min) | throttle slow"
+        "in 29.7 fps | out 28.9 fps | written 27.0 fps | latency 42 ms | tokens 1234.6 (~10 min) | throttle slow"
     )
     stopped = {"level": "stopped", "reason": "exhausted", "grace_s": 20, "seconds_left": 0.0}
     assert status_text({**session, "meter": stopped}, 0.0).endswith(
         "STOPPED (exhausted), the session ends in 20 s unless topped up"
     )
     assert status_text({**session, "meter": {"level": "full", "seconds_left": None}}, 30).endswith("unmetered")
-    assert status_text(None, 0) == "waiting for the session | camera 0.0 fps"
+    assert status_text(None, 0) == "waiting for the session | written 0.0 fps"
 
 
 def test_the_cam_flags_cost_the_command_line_no_imports_but_their_own():

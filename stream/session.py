@@ -57,8 +57,8 @@ STOP_WORK_LIMIT_S = 2.0
 TELL_CLIENT_LIMIT_S = CLOSED_NOTICE_S + 1.0
 CLOSE_PEER_LIMIT_S = 2 * PEER_CLOSE_TIMEOUT_S + 1.0
 # aiortc's receiver hands on an audio packet once 4 newer ones have arrived (its jitter buffer's
-# prefetch=4): the session's audio is 4 Opus packets of 20 ms late already. Measured by
-# tests/e2e/test_av_sync.py, which also shows the video's receiving costs it no such wait here.
+# prefetch=4): the session's audio is 4 Opus packets of 20 ms late already, where its video is
+# released on the marker bit at once (receiver_tuning.py). Measured: tests/e2e/test_av_sync.py.
 AUDIO_RECEIVE_LAG_S = 4 * 0.020
 
 

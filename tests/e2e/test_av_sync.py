@@ -16,6 +16,7 @@ from aiortc import RTCPeerConnection
 
 from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
 from stream.peer_close import close_peer
+from stream.receiver_tuning import tune_receiver
 from support.av_clip import CaptureClock, ClickTrack, FlashTrack, SyncMeter
 from support.server import loopback_settings, running_server, wait_until
 from support.whep_viewer import whep_viewer
@@ -54,6 +55,8 @@ async def _reference_offset() -> float:
     try:
         refuse_outside_checks(receiver, LOOPBACK)
         await receiver.setRemoteDescription(sender.localDescription)
+        for transceiver in receiver.getTransceivers():  # the video released on its marker bit, as the server does
+            tune_receiver(transceiver.receiver)
         await restrict_gathering(receiver, LOOPBACK)
         await receiver.setLocalDescription(await receiver.createAnswer())
         await sender.setRemoteDescription(receiver.localDescription)

@@ -86,15 +86,10 @@ class SyncMeter:
         self.click_delays: list[float] = []
         self.flashes_seen = 0
         self._in_click = False
-        self._last_handed_on: float | None = None
 
-    def on_video(self, frame: av.VideoFrame, handed_on: float) -> None:
-        """aiortc's receiver hands a frame on when the next frame's first packet arrives, one frame
-        interval after the frame itself did (a browser goes by the RTP marker bit and does not wait):
-        a frame arrived when the receiver handed on the one before it (these frames are one packet each)."""
-        arrived, self._last_handed_on = self._last_handed_on, handed_on
+    def on_video(self, frame: av.VideoFrame, arrived: float) -> None:
         stamp = read_stamp(frame)
-        if arrived is None or stamp is None or split_value(stamp[0])[0] != TAG:
+        if stamp is None or split_value(stamp[0])[0] != TAG:
             return
         index = split_value(stamp[0])[1]  # 16 bits: 36 minutes at 30 fps
         self.video_delays.append(arrived - (self._clock.start + index / FPS))

@@ -1,5 +1,5 @@
 """An aiortc WHEP player (draft-ietf-wish-whep): POSTs a recvonly offer to /whep/{stream} and
-reads what comes back, counting frames, keeping the last video frame, and handing each frame with
+reads what comes back (its video receiver tuned as the server's: stream/receiver_tuning.py), counting frames, keeping the last video frame, and handing each frame with
 its arrival time to the test's callbacks."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from multidict import CIMultiDict
 
 from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
 from stream.peer_close import close_peer
+from stream.receiver_tuning import tune_receiver
 from support.whip_publisher import LOOPBACK
 
 OnFrame = Callable[[av.frame.Frame, float], None]
@@ -95,6 +96,8 @@ async def whep_viewer(
             viewer.headers = response.headers.copy()
         if viewer.status == 201:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=viewer.body, type="answer"))
+            for transceiver in pc.getTransceivers():  # a player releases a frame on its marker bit, as browsers do
+                tune_receiver(transceiver.receiver)
         yield viewer
     finally:
         for reader in viewer._readers:

@@ -10,10 +10,13 @@ from aiohttp import web
 from signaling.origin_check import normalized_origin
 
 PREFLIGHT_HEADERS = {
-    "Access-Control-Allow-Methods": "GET, POST, DELETE",
-    "Access-Control-Allow-Headers": "Authorization, Content-Type",
+    "Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE",  # PATCH: WHIP/WHEP trickle
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, If-Match",
     "Access-Control-Max-Age": "600",
 }
+# What a WHIP/WHEP player page must read of an answer: the resource's URL, its ETag for a PATCH's
+# If-Match, the ICE servers, when to retry, and which session or viewer it got.
+EXPOSED_HEADERS = "Location, ETag, Link, Retry-After, X-Facefuse-Session, X-Facefuse-Viewer"
 
 
 def cors_for_allowed_origins(allowed_origins: tuple[str, ...]) -> Callable:
@@ -38,6 +41,7 @@ def cors_for_allowed_origins(allowed_origins: tuple[str, ...]) -> Callable:
             response = await handler(request)
         if not response.prepared:
             response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
             response.headers["Vary"] = "Origin"
         return response
 

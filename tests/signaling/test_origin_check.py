@@ -173,11 +173,20 @@ async def test_a_listed_origin_gets_cors_so_its_page_can_send_json_and_read_answ
                 assert response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
                 assert "POST" in response.headers["Access-Control-Allow-Methods"]
                 assert "authorization" in response.headers["Access-Control-Allow-Headers"].lower()
+            whep_trickle = {**preflight, "Access-Control-Request-Method": "PATCH"}
+            whep_trickle["Access-Control-Request-Headers"] = "authorization, content-type, if-match"
+            async with http.options(url + "/whep/cam/some-viewer", headers=whep_trickle) as response:
+                assert response.status == 204
+                assert "PATCH" in response.headers["Access-Control-Allow-Methods"]
+                assert "if-match" in response.headers["Access-Control-Allow-Headers"].lower()
             async with http.get(url + "/api/sessions", headers={"Origin": "https://dash.example.com"}) as response:
                 assert (
                     response.status == 200
                     and response.headers["Access-Control-Allow-Origin"] == "https://dash.example.com"
                 )
+                # a WHEP player elsewhere reads Location and ETag of its 201
+                exposed = response.headers["Access-Control-Expose-Headers"].lower()
+                assert "location" in exposed and "etag" in exposed
             # errors too: the page can read why
             async with http.post(
                 url + "/api/offer", headers={"Origin": "https://dash.example.com"}, json={}

@@ -11,6 +11,7 @@ command -v chromium >/dev/null || missing="$missing chromium"
 command -v chromedriver >/dev/null || missing="$missing chromium-driver"
 command -v firefox-esr >/dev/null || missing="$missing firefox-esr"
 command -v redis-server >/dev/null || missing="$missing redis-server"
+command -v npm >/dev/null || missing="$missing npm"
 if [ -n "$missing" ]; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq

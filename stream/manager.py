@@ -21,6 +21,7 @@ from stream.errors import (
 from stream.metering import MeterFactory
 from stream.offer_check import checked_offer
 from stream.published_streams import Publication, PublishedStreams
+from stream.recently_ended import RecentlyEnded
 from stream.sdp import ice_credentials
 from stream.session import Session
 from stream.settings import StreamSettings
@@ -37,6 +38,7 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         self._viewers: dict[str, Viewer] = {}
         self.streams = PublishedStreams()
+        self.recently_ended = RecentlyEnded()  # published sessions and viewers, for a late DELETE
 
     async def open(
         self,
@@ -84,6 +86,7 @@ class SessionManager:
             await session.close("negotiation failed", "negotiation_failed")
             raise
         if stream is not None:
+            session.stream = stream
             ufrag, pwd = ice_credentials(offer_sdp)
             # another publisher of the name may have been answered while this one negotiated
             await self._end_publication(self.streams.publish(Publication(account_id, stream, session.id, ufrag, pwd)))
@@ -154,9 +157,12 @@ class SessionManager:
 
     async def _forget(self, session: Session) -> None:
         self._sessions.pop(session.id, None)
+        if session.stream is not None:
+            self.recently_ended.add(session.id, session.account_id, session.stream, session.snapshot())
         self.streams.forget(session.id)
         viewers = self.viewers(session.id)
         await asyncio.gather(*(v.close(f"the stream {v.stream!r} ended") for v in viewers), return_exceptions=True)
 
     def _forget_viewer(self, viewer: Viewer) -> None:
         self._viewers.pop(viewer.id, None)
+        self.recently_ended.add(viewer.id, viewer.account_id, viewer.stream, viewer.snapshot())

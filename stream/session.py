@@ -93,6 +93,7 @@ class Session:
         )
         self.meter: Meter | None = self._metering.meter if self._metering is not None else None
         self.face_id = face_id
+        self.stream: str | None = None  # the name it is published under, if any (the manager sets it)
         self.options = dict(options or {})
         self.state = "new"  # new -> connecting -> live -> closing -> closed
         self.close_reason: str | None = None
@@ -336,6 +337,7 @@ class Session:
             "state": self.state,
             "account_id": self.account_id,
             "face_id": self.face_id,
+            "stream": self.stream,
             "options": dict(self.options),  # which faces to swap: as offered, or as set since
             "created_at": self.created_at,
             "close_reason": self.close_reason,

@@ -70,6 +70,10 @@ async def whep_trickle(request: web.Request) -> web.Response:
 
 @routes.delete("/whep/{stream}/{viewer_id}")
 async def stop_playing(request: web.Request) -> web.Response:
+    account_id, stream = await view_token_stream(request)
+    ended = request.app[SESSIONS].recently_ended.find(request.match_info["viewer_id"], account_id, stream)
+    if ended is not None:  # its connection (or its stream) ended first
+        return web.json_response(ended)
     viewer = await _viewer(request)
     await viewer.close("ended by its WHEP client")
     return web.json_response(viewer.snapshot())

@@ -106,6 +106,11 @@ async def whip_trickle(request: web.Request) -> web.Response:
 @routes.delete("/whip/{stream}/{session_id}")
 async def unpublish(request: web.Request) -> web.Response:
     account = await current_account(request)
+    ended = request.app[SESSIONS].recently_ended.find(
+        request.match_info["session_id"], account.id, stream_name(request)
+    )
+    if ended is not None:  # the client closed its connection first, and the session ended with it
+        return web.json_response(ended)
     session, _ = _published_session(request, account.id)
     await request.app[SESSIONS].close(session.id, "ended by its WHIP client", account_id=account.id)
     return web.json_response(session.snapshot())

@@ -162,3 +162,23 @@ async def frames_in(publisher, seconds: float) -> int:
     before = publisher.frames_received
     await asyncio.sleep(seconds)
     return publisher.frames_received - before
+
+
+async def test_a_delete_after_the_connection_ended_is_200_not_404():
+    """whip.js closes its peer connection before it sends DELETE: the server has ended the session
+    by then, and the DELETE must still say the stop worked (for a viewer as for a publisher)."""
+    async with running_server(loopback_settings("passthrough")) as (url, app), aiohttp.ClientSession() as http:
+        publisher = await publish(http, url)
+        session_id = publisher.headers["X-Facefuse-Session"]
+        async with whep_viewer(http, f"{url}/whep/live") as viewer:
+            await wait_until(lambda: viewer.video_frames >= 3, timeout=15)
+            await publisher.close()  # the connection goes first; the session and its viewer end with it
+            await wait_until(lambda: app[SESSIONS].all() == [] and app[SESSIONS].viewers() == [], timeout=15)
+            async with http.delete(url + publisher.location) as response:
+                assert response.status == 200
+                assert (await response.json())["session_id"] == session_id
+            async with http.delete(url + viewer.location) as response:
+                assert response.status == 200
+                assert (await response.json())["viewer_id"] == viewer.headers["X-Facefuse-Viewer"]
+            async with http.delete(f"{url}/whip/other/{session_id}") as response:
+                assert response.status == 404  # under another stream name it is still unknown

@@ -61,8 +61,9 @@ async def test_an_obs_shaped_offer_without_candidates_is_answered_201_and_goes_l
             assert response.status == 200
             assert (await response.json())["session_id"] == session_id
         assert app[SESSIONS].all() == [] and app[SESSIONS].streams.find(session.account_id, "my-show") is None
-        async with http.delete(url + publisher.location) as response:
-            assert await error_of(response) == (404, "session_not_found")
+        async with http.delete(url + publisher.location) as response:  # again: it ended, and says how
+            assert response.status == 200
+            assert (await response.json())["close_reason"] == "ended by its WHIP client"
     finally:
         await publisher.close()
 
@@ -87,9 +88,12 @@ async def test_a_second_publisher_on_a_name_replaces_the_first(server):
         assert [s.id for s in app[SESSIONS].all()] == [second.headers["X-Facefuse-Session"]]
         publication = app[SESSIONS].streams.find(first_session.account_id, "show")
         assert publication.session_id == second.headers["X-Facefuse-Session"]
-        # the replaced session's URL is gone
+        # the replaced session's DELETE (OBS stopping its old connection late) says it ended, and
+        # ends nothing else
         async with http.delete(url + first.location) as response:
-            assert response.status == 404
+            assert response.status == 200
+            assert "new publisher" in (await response.json())["close_reason"]
+        assert [s.id for s in app[SESSIONS].all()] == [second.headers["X-Facefuse-Session"]]
         await second.close()
     finally:
         await first.close()

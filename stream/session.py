@@ -18,27 +18,23 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from aiortc import MediaStreamTrack, RTCDataChannel, RTCIceCandidate, RTCPeerConnection, RTCSessionDescription
-from aiortc.exceptions import InvalidAccessError, InvalidStateError
+from aiortc import MediaStreamTrack, RTCDataChannel, RTCIceCandidate, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner, FrameResult
-from stream.aiortc_internals import negotiated_codecs
 from stream.audio_relay import AudioRelay
 from stream.bounded_wait import finished_within
 from stream.client_channel import ClientChannel, closed_event, error_event
 from stream.decode_size_limit import DecodeSizeLimit
-from stream.encoder import tune_sender
-from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly
+from stream.errors import InvalidOffer, SessionClosedEarly
 from stream.fanout import VideoFanout
-from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
+from stream.ice import refuse_outside_checks, rtc_configuration
 from stream.metering import RETURN_LEASE_LIMIT_S, Meter, MeterFactory, SessionMetering, is_charged
+from stream.negotiation import answer_offer, answer_sdp, apply_offer, tune_video_senders
 from stream.peer_close import PEER_CLOSE_TIMEOUT_S, close_peer
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
-from stream.retransmit_limit import limit_retransmissions
-from stream.sdp import add_bitrate_hints
 from stream.settings import StreamSettings
 from stream.stats import SessionStats
 from stream.swap_options import SWAP_KEYS, checked_swap_options
@@ -132,12 +128,7 @@ class Session:
         self._pc.on("track", self._on_track)
         self._pc.on("datachannel", self._on_datachannel)
         self._pc.on("connectionstatechange", self._on_connection_state)
-        try:
-            await self._pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-        except (ValueError, KeyError, IndexError, InvalidAccessError, InvalidStateError) as exc:  # aiortc's refusals
-            self._refuse_if_closed()
-            raise InvalidOffer(f"the offer could not be applied: {exc}") from exc
-        self._refuse_if_closed()
+        await apply_offer(self._pc, offer_sdp, self._refuse_if_closed)
         if not any(t.kind == "video" and t.receiver.track is not None for t in self._pc.getTransceivers()):
             raise InvalidOffer("the offer has no video to receive")
         refuse_outside_checks(self._pc, self._settings.ice)
@@ -145,30 +136,13 @@ class Session:
             tune_receiver(
                 transceiver.receiver, admit=DecodeSizeLimit(self._settings.max_decoded_pixels, self._video_too_large)
             )
-        try:
-            answer = await self._pc.createAnswer()
-            await restrict_gathering(self._pc, self._settings.ice)
-            await self._pc.setLocalDescription(answer)
-        except InvalidStateError:
-            self._refuse_if_closed()
-            raise
-        except ValueError as exc:  # aiortc refusing its own answer to an offer it accepted
-            self._refuse_if_closed()
-            raise InvalidOffer(f"the offer could not be answered: {exc}") from exc
-        except RuntimeError as exc:  # e.g. an --ice-host address this machine does not have
-            self._refuse_if_closed()
-            raise IceGatheringFailed(f"the server could not gather ICE candidates: {exc}") from exc
         # Closed while negotiating (a DELETE, a shutdown): it must not take a runner slot after close()
         # has already freed it.
-        self._refuse_if_closed()
+        await answer_offer(self._pc, self._settings, self._refuse_if_closed)
+        self.stats.codec = tune_video_senders(self._pc)
         for transceiver in self._pc.getTransceivers():
-            if transceiver.kind == "video":
-                tune_sender(transceiver)
-                limit_retransmissions(transceiver.sender)
-                if codecs := negotiated_codecs(transceiver):  # the negotiated codec, first in aiortc's list
-                    self.stats.codec = codecs[0].name
-                if transceiver.currentDirection in ("sendrecv", "sendonly"):  # OBS's offer only sends
-                    self.video_out.add(self._output)
+            if transceiver.kind == "video" and transceiver.currentDirection in ("sendrecv", "sendonly"):
+                self.video_out.add(self._output)  # OBS's offer only sends: then nothing comes back to it
 
         if self._metering is None:
             self._runner.add_session(self.id, self._deliver_from_worker, options=self._chain_options())
@@ -185,10 +159,7 @@ class Session:
         self._in_runner = True
         self._spawn(self._watch(), "watch")
         self._spawn(self._send_stats(), "stats")
-        min_kbps, start_kbps, max_kbps = self._settings.bitrate_hints_kbps
-        return add_bitrate_hints(
-            self._pc.localDescription.sdp, min_kbps=min_kbps, start_kbps=start_kbps, max_kbps=max_kbps
-        )
+        return answer_sdp(self._pc, self._settings)
 
     @property
     def settings(self) -> StreamSettings:

@@ -13,18 +13,15 @@ import logging
 import time
 from collections.abc import Callable
 
-from aiortc import RTCIceCandidate, RTCPeerConnection, RTCSessionDescription
-from aiortc.exceptions import InvalidAccessError, InvalidStateError
+from aiortc import RTCIceCandidate, RTCPeerConnection
 
 from pipeline.runner import FrameResult
-from stream.aiortc_internals import negotiated_codecs
-from stream.encoder import tune_sender
-from stream.errors import IceGatheringFailed, InvalidOffer, SessionClosedEarly
-from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
+from stream.errors import SessionClosedEarly
+from stream.ice import refuse_outside_checks, rtc_configuration
+from stream.negotiation import answer_offer, answer_sdp, apply_offer, tune_video_senders
 from stream.peer_close import close_peer
 from stream.processed_track import ProcessedTrack
-from stream.retransmit_limit import limit_retransmissions
-from stream.sdp import add_bitrate_hints, ice_credentials
+from stream.sdp import ice_credentials
 from stream.session import Session
 from stream.trickle import add_trickled_candidates
 
@@ -61,41 +58,15 @@ class Viewer:
         self.state = "connecting"
         self.ice_ufrag, self.ice_pwd = ice_credentials(offer_sdp)
         self._pc.on("connectionstatechange", self._on_connection_state)
-        try:
-            await self._pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-        except (ValueError, KeyError, IndexError, InvalidAccessError, InvalidStateError) as exc:  # aiortc's refusals
-            self._refuse_if_closed()
-            raise InvalidOffer(f"the offer could not be applied: {exc}") from exc
-        self._refuse_if_closed()
+        await apply_offer(self._pc, offer_sdp, self._refuse_if_closed)
         refuse_outside_checks(self._pc, self._settings.ice)
         self._pc.addTrack(self._video)  # the offer's recvonly video section: answered sendonly
         if self._audio is not None and any(t.kind == "audio" for t in self._pc.getTransceivers()):
             self._pc.addTrack(self._audio)
-        try:
-            answer = await self._pc.createAnswer()
-            await restrict_gathering(self._pc, self._settings.ice)
-            await self._pc.setLocalDescription(answer)
-        except InvalidStateError:
-            self._refuse_if_closed()
-            raise
-        except ValueError as exc:
-            self._refuse_if_closed()
-            raise InvalidOffer(f"the offer could not be answered: {exc}") from exc
-        except RuntimeError as exc:
-            self._refuse_if_closed()
-            raise IceGatheringFailed(f"the server could not gather ICE candidates: {exc}") from exc
-        self._refuse_if_closed()
-        for transceiver in self._pc.getTransceivers():
-            if transceiver.kind == "video":
-                tune_sender(transceiver)
-                limit_retransmissions(transceiver.sender)
-                if codecs := negotiated_codecs(transceiver):
-                    self.codec = codecs[0].name
+        await answer_offer(self._pc, self._settings, self._refuse_if_closed)
+        self.codec = tune_video_senders(self._pc)
         self.session.video_out.add(self._video)  # from now on the session's frames reach this viewer
-        min_kbps, start_kbps, max_kbps = self._settings.bitrate_hints_kbps
-        return add_bitrate_hints(
-            self._pc.localDescription.sdp, min_kbps=min_kbps, start_kbps=start_kbps, max_kbps=max_kbps
-        )
+        return answer_sdp(self._pc, self._settings)
 
     def _refuse_if_closed(self) -> None:
         if self._close_started:

@@ -1,37 +1,18 @@
 """The server with the `mesh` chain: face analysis at upload, swapped video back, switching faces."""
 
-import functools
-
 import av
 import numpy as np
 import pytest
-import torch
 
 from client.facefuse_client import FacefuseClient, ServerError
 from client.image_track import ImageTrack
 from client.still_picture import top_at_aspect
+from support.face_identity import identity
 from support.phone_photos import sideways_phone_jpeg
 from support.photos import encode_still
 from support.server import face_path, face_rgb, loopback_settings, running_server, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-@functools.cache
-def _models():
-    from pipeline.detect import FaceDetector
-    from pipeline.identity import IdentityEmbedder
-
-    return FaceDetector(torch.device("cpu")), IdentityEmbedder(torch.device("cpu"))
-
-
-def identity(rgb: np.ndarray) -> torch.Tensor:
-    """SFace identity of the largest face in an RGB image."""
-    detector, embedder = _models()
-    frame = torch.from_numpy(np.ascontiguousarray(rgb))[None]
-    found = detector.detect(frame)[0]
-    largest = int((found.boxes[:, 2:] - found.boxes[:, :2]).prod(dim=1).argmax())
-    return embedder.embed(frame, found.keypoints[largest : largest + 1], torch.zeros(1, dtype=torch.long))[0]
 
 
 def face_change(received, sent_luma: np.ndarray) -> float:

@@ -22,6 +22,35 @@ canvas.getContext("2d").drawImage(video, 0, 0);
 return canvas.toDataURL("image/png");
 """
 
+# A <video>'s current frame drawn into 64x48 and returned as grey values (row-major), as
+# support.browser's VIDEO_GREY_JS does for the camera page's two videos; null before it plays.
+VIDEO_GREY_BY_ID_JS = """
+const video = document.getElementById(arguments[0]);
+if (!video || video.readyState < 2 || !video.videoWidth) return null;
+const canvas = document.createElement("canvas");
+canvas.width = 64; canvas.height = 48;
+const ctx = canvas.getContext("2d", {willReadFrequently: true});
+ctx.drawImage(video, 0, 0, 64, 48);
+const rgba = ctx.getImageData(0, 0, 64, 48).data;
+const out = new Array(64 * 48);
+for (let i = 0; i < 64 * 48; i++) out[i] = 0.299 * rgba[4 * i] + 0.587 * rgba[4 * i + 1] + 0.114 * rgba[4 * i + 2];
+return out;
+"""
+
+# The audio the watch page's connection received: Opus packets in, and whether the element plays it unmuted.
+WATCH_AUDIO_JS = """
+const done = arguments[arguments.length - 1];
+const pc = window.facefuseWatch.pc;
+if (!pc) { done(null); return; }
+pc.getStats().then((report) => {
+  let packets = 0;
+  report.forEach((s) => {
+    if (s.type === "inbound-rtp" && (s.kind || s.mediaType) === "audio") packets = s.packetsReceived || 0;
+  });
+  done({packets, muted: document.getElementById("video").muted});
+}, () => done(null));
+"""
+
 WATCH_FRAMES_DECODED_JS = """
 const done = arguments[arguments.length - 1];
 window.facefuseWatch.framesDecoded().then(done, () => done(-1));
@@ -35,6 +64,12 @@ def video_frame_rgb(driver: Any, element_id: str) -> np.ndarray | None:
         return None
     with av.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])), format="png_pipe") as container:
         return next(container.decode(video=0)).to_ndarray(format="rgb24")
+
+
+def video_grey(driver: Any, element_id: str) -> np.ndarray | None:
+    """A page's <video id=element_id> now, as 48x64 grey levels, or None before it plays."""
+    grey = driver.execute_script(VIDEO_GREY_BY_ID_JS, element_id)
+    return None if grey is None else np.asarray(grey).reshape(48, 64)
 
 
 def go_live(driver: Any, base_url: str, stream: str, face: str | None, api_key: str | None = None) -> dict:

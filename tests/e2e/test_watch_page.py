@@ -1,0 +1,181 @@
+"""The watch page (/watch/{stream}?token=...), OBS's Browser Source player, in headless Chromium
+against a server with accounts: it plays the swapped face a Chromium publish page (/publish, WHIP)
+sends under the stream name, with its audio; it comes back by itself when the publisher stops and
+starts again; a token the server refuses is said on the page and nothing plays."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support.browser import ServerProcess, chromium, chromium_flags, face_path, http_json, served, wait_for, write_y4m
+from support.face_identity import identity
+from support.server import face_rgb
+from support.stream_pages import (
+    WATCH_AUDIO_JS,
+    go_live,
+    publish_again,
+    video_frame_rgb,
+    video_grey,
+    watch_state,
+)
+
+pytestmark = pytest.mark.browser
+
+ADMIN = "admin-key-for-the-watch-page-test"
+# The watch page's own timings (static/watch.js): a stall it acts on, how often it looks, its longest backoff.
+STALL_S = 3.0
+WATCHDOG_S = 1.0
+MAX_RETRY_S = 4.0
+STREAM = "show"
+
+
+@dataclass
+class Account:
+    server: ServerProcess
+    api_key: str
+
+    def view_token(self, stream: str) -> dict:
+        status, body = http_json("POST", f"{self.server.base_url}/api/streams/{stream}/view-tokens", token=self.api_key)
+        assert status == 201, body
+        return body
+
+    def viewers(self, stream: str) -> list[dict]:
+        status, body = http_json("GET", f"{self.server.base_url}/api/streams", token=self.api_key)
+        assert status == 200, body
+        return next((s["viewers"] for s in body["streams"] if s["stream"] == stream), [])
+
+
+@pytest.fixture(scope="module")
+def account(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Account]:
+    """A mesh server with accounts (so view tokens matter) and one account with tokens to spend."""
+    directory = tmp_path_factory.mktemp("watch-page")
+    key_file = directory / "admin.key"
+    key_file.write_text(ADMIN + "\n")
+    args = ("--admin-key-file", str(key_file))
+    with served(directory / "server.log", chain="mesh", extra_args=args, ready_timeout=60, stop_timeout=10) as server:
+        status, body = http_json(
+            "POST",
+            f"{server.base_url}/api/admin/accounts",
+            body={"id": "streamer", "tier": "paid", "balance": 1_000_000},
+            token=ADMIN,
+        )
+        assert status == 201, body
+        yield Account(server, body["api_key"])
+
+
+@contextlib.contextmanager
+def browser(directory: Path, photo: str = "obama.jpg") -> Iterator[object]:
+    """A headless Chromium whose fake camera shows `photo`."""
+    directory.mkdir()
+    clip = write_y4m(face_path(photo), directory / "camera.y4m", frames=30)
+    (directory / "profile").mkdir()
+    with chromium(chromium_flags(clip, directory / "profile")) as driver:
+        yield driver
+
+
+def playing_frames(viewer, after: int = 0) -> int | None:
+    """The watch page's decoded frames once it plays and has more than `after` of them."""
+    state = watch_state(viewer)
+    assert state["state"] not in ("unauthorized", "error"), state
+    return state["framesDecoded"] if state["state"] == "playing" and state["framesDecoded"] > after else None
+
+
+def test_the_watch_page_plays_the_swap_and_comes_back_when_the_publisher_restarts(account: Account, tmp_path: Path):
+    token = account.view_token(STREAM)
+    with browser(tmp_path / "publisher") as publisher, browser(tmp_path / "viewer") as viewer:
+        go_live(publisher, account.server.base_url, STREAM, "grace_hopper.jpg", api_key=account.api_key)
+        opened = time.monotonic()
+        viewer.get(f"{account.server.base_url}{token['watch_url']}")
+        wait_for(lambda: playing_frames(viewer), 30, "the watch page plays")
+        first_play_s = time.monotonic() - opened
+        state = watch_state(viewer)
+        assert state["dataState"] == "playing" and state["connects"] == 1 and state["message"] == "", state
+        print(f"\nfirst picture {first_play_s:.1f} s after the page opened")
+
+        # the swapped face, in the publisher's scene
+        def swapped_scene() -> float | None:
+            shown, camera = video_grey(viewer, "video"), video_grey(publisher, "local-video")
+            if shown is None or camera is None:
+                return None
+            r = float(np.corrcoef(shown.ravel(), camera.ravel())[0, 1])
+            face = float(np.abs(shown - camera)[6:30, 16:48].mean())
+            return r if face > 4 else None  # a passthrough measures 1-2 grey levels here (codec noise)
+
+        r = wait_for(swapped_scene, 30, "the watch page shows a changed face", 0.5)
+        assert r > 0.6, f"the publisher's scene (correlation {r:.2f})"
+        shown = video_frame_rgb(viewer, "video")
+        to_source = float(identity(shown) @ identity(face_rgb("grace_hopper.jpg")))
+        to_target = float(identity(shown) @ identity(face_rgb("obama.jpg")))
+        print(f"watched face: SFace {to_source:.3f} to the source, {to_target:.3f} to the target")
+        assert to_source > to_target, "the watch page shows the source's identity"
+
+        # the publisher's microphone comes along, unmuted
+        audio = wait_for(
+            lambda: (
+                (viewer.execute_async_script(WATCH_AUDIO_JS) or {}).get("packets", 0) > 10
+                and viewer.execute_async_script(WATCH_AUDIO_JS)
+            ),
+            15,
+            "audio packets on the watch page",
+        )
+        assert audio["muted"] is False, audio
+
+        # the publisher stops and is back 2 s later: the page plays again by itself, on a new connection
+        publisher.find_element("id", "stop").click()
+        wait_for(lambda: publisher.execute_script("return document.body.dataset.state;") == "stopped", 10, "stopped")
+        time.sleep(2.0)
+        publish_again(publisher)
+        back = time.monotonic()
+        again = wait_for(
+            lambda: watch_state(viewer)["connects"] >= 2 and playing_frames(viewer),
+            60,
+            "the watch page plays again",
+            0.25,
+        )
+        recovered_s = time.monotonic() - back
+        # what the page may take, all of it: notice the stall, wait out its longest backoff, then
+        # connect as it did the first time (measured above); twice that for a slower machine
+        bound_s = 2 * (STALL_S + WATCHDOG_S + MAX_RETRY_S + first_play_s)
+        print(f"plays again {recovered_s:.1f} s after the publisher was back (bound {bound_s:.1f} s)")
+        assert recovered_s < bound_s
+        time.sleep(2.0)
+        later = watch_state(viewer)
+        assert later["state"] == "playing" and later["framesDecoded"] >= again + 10, later
+        assert len(account.viewers(STREAM)) == 1, "the page deleted its old viewer"
+
+
+def assert_refused_and_not_playing(viewer, base_url: str, watch_url: str) -> None:
+    """The page says the link does not work, shows no picture, and does not retry in a loop."""
+    viewer.get(f"{base_url}{watch_url}")
+    state = wait_for(
+        lambda: (s := watch_state(viewer))["state"] == "unauthorized" and s, 15, "the page says the link is refused"
+    )
+    assert state["dataState"] == "unauthorized" and state["lastStatus"] == 401, state
+    assert "token" in state["message"] and viewer.find_element("id", "message").is_displayed(), state
+    time.sleep(3.0)  # three of the fastest retries' worth: a refused token is retried only slowly
+    state = watch_state(viewer)
+    assert (state["attempts"], state["connects"], state["framesDecoded"]) == (1, 0, 0), state
+    assert viewer.execute_script("return document.getElementById('video').readyState;") == 0
+
+
+def test_a_revoked_or_other_streams_token_is_said_and_plays_nothing(account: Account, tmp_path: Path):
+    revoked = account.view_token(STREAM)
+    status, body = http_json(
+        "DELETE", f"{account.server.base_url}/api/streams/{STREAM}/view-tokens/{revoked['id']}", token=account.api_key
+    )
+    assert status == 200, body
+    other = account.view_token("another-show")
+    with browser(tmp_path / "publisher") as publisher, browser(tmp_path / "viewer") as viewer:
+        go_live(publisher, account.server.base_url, STREAM, "grace_hopper.jpg", api_key=account.api_key)
+        assert_refused_and_not_playing(viewer, account.server.base_url, revoked["watch_url"])
+        assert_refused_and_not_playing(
+            viewer, account.server.base_url, other["watch_url"].replace("/watch/another-show", f"/watch/{STREAM}")
+        )
+        assert account.viewers(STREAM) == []

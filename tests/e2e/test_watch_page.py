@@ -71,12 +71,16 @@ def account(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Account]:
 
 
 @contextlib.contextmanager
-def browser(directory: Path, photo: str = "obama.jpg") -> Iterator[object]:
-    """A headless Chromium whose fake camera shows `photo`."""
+def browser(directory: Path, *, sound_needs_a_click: bool = False) -> Iterator[object]:
+    """A headless Chromium whose fake camera shows Obama. With sound_needs_a_click, Chromium's own
+    autoplay policy: a page may not start playing sound before the person clicks in it."""
     directory.mkdir()
-    clip = write_y4m(face_path(photo), directory / "camera.y4m", frames=30)
+    clip = write_y4m(face_path("obama.jpg"), directory / "camera.y4m", frames=30)
     (directory / "profile").mkdir()
-    with chromium(chromium_flags(clip, directory / "profile")) as driver:
+    flags = chromium_flags(clip, directory / "profile")
+    if sound_needs_a_click:
+        flags = [flag for flag in flags if not flag.startswith("--autoplay-policy=")]
+    with chromium(flags) as driver:
         yield driver
 
 
@@ -98,6 +102,12 @@ def test_the_watch_page_plays_the_swap_and_comes_back_when_the_publisher_restart
         state = watch_state(viewer)
         assert state["dataState"] == "playing" and state["connects"] == 1 and state["message"] == "", state
         print(f"\nfirst picture {first_play_s:.1f} s after the page opened")
+        # full-bleed on black, no controls, the sound on
+        assert viewer.execute_script(
+            "const v = document.getElementById('video'), r = v.getBoundingClientRect();"
+            "return [r.width === innerWidth, r.height === innerHeight, getComputedStyle(v).objectFit,"
+            " v.controls, v.muted, getComputedStyle(document.body).backgroundColor];"
+        ) == [True, True, "contain", False, False, "rgb(0, 0, 0)"]
 
         # the swapped face, in the publisher's scene
         def swapped_scene() -> float | None:
@@ -179,3 +189,30 @@ def test_a_revoked_or_other_streams_token_is_said_and_plays_nothing(account: Acc
             viewer, account.server.base_url, other["watch_url"].replace("/watch/another-show", f"/watch/{STREAM}")
         )
         assert account.viewers(STREAM) == []
+
+
+def test_where_sound_needs_a_click_it_plays_muted_until_one(account: Account, tmp_path: Path):
+    """As a desktop browser (not OBS) would: muted playback, and a click turns the sound on. With
+    ?background=transparent the page lets what is below it show."""
+    token = account.view_token(STREAM)
+    with (
+        browser(tmp_path / "publisher") as publisher,
+        browser(tmp_path / "viewer", sound_needs_a_click=True) as viewer,
+    ):
+        go_live(publisher, account.server.base_url, STREAM, None, api_key=account.api_key)
+        viewer.get(f"{account.server.base_url}{token['watch_url']}&background=transparent")
+        frames = wait_for(lambda: playing_frames(viewer), 30, "the watch page plays")
+        assert watch_state(viewer)["audioMuted"] is True
+        assert viewer.execute_script("return document.getElementById('video').muted;") is True
+        assert viewer.execute_script("return getComputedStyle(document.body).backgroundColor;") == "rgba(0, 0, 0, 0)"
+        button = viewer.find_element("id", "unmute")
+        assert button.is_displayed()
+
+        button.click()
+        wait_for(lambda: not watch_state(viewer)["audioMuted"], 5, "the sound is on after the click")
+        assert viewer.execute_script("const v = document.getElementById('video'); return [v.muted, v.paused];") == [
+            False,
+            False,
+        ]
+        assert not button.is_displayed()
+        wait_for(lambda: watch_state(viewer)["framesDecoded"] > frames + 10, 10, "it goes on playing")

@@ -191,6 +191,8 @@ async def _watch(
                 logger.debug("the session's description could not be read: %s", exc)
                 described = {}
             if described is None or described.get("state") in ("closing", "closed"):
+                # the `closed` event, which says why as a code, may come just after the state says closed
+                await _wait_for(running.publisher.closed_event, CLOSED_EVENT_WAIT_S)
                 return _why_ended(options, running, described)
         if running.pump.ended.is_set() and running.publisher.closed_event() is None:
             # the viewer's connection and the session's `closed` event race: give the event a moment

@@ -39,10 +39,12 @@
     audioMuted: false, // true when the browser refused unmuted autoplay
     pc: null,
     viewerUrl: null,
+    iceServers: [],
     framesDecoded: () => framesDecoded(current),
   };
   window.facefuseWatch = watch;
 
+  let iceServers = []; // the server's STUN/TURN servers, from its last answer's Link headers
   let current = null; // the attempt in progress: {pc, url, media, answeredAt, frames, progressAt, ...}
   let retryTimer = null;
   let nextRetryMs = FIRST_RETRY_MS;
@@ -80,6 +82,27 @@
       const timer = setTimeout(done, ICE_GATHERING_TIMEOUT_MS); // what was gathered by then goes in the offer
       pc.addEventListener("icegatheringstatechange", onChange);
     });
+  }
+
+  // RFC 9725's Link headers: <url>; rel="ice-server"; username="..."; credential="...". Used from
+  // the next connection on (this one's offer went out without them): a network where only TURN
+  // gets through plays from the first retry.
+  const LINK = /<([^>]*)>((?:\s*;\s*[\w-]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|[^;,]*))*)/g;
+  const LINK_PARAM = /;\s*([\w-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;,]*))/g;
+
+  function iceServersFrom(header) {
+    const servers = [];
+    for (const [, url, params] of (header || "").matchAll(LINK)) {
+      const found = {};
+      for (const [, name, quoted, bare] of params.matchAll(LINK_PARAM)) {
+        found[name.toLowerCase()] = quoted !== undefined ? quoted.replace(/\\(.)/g, "$1") : bare.trim();
+      }
+      if (found.rel !== "ice-server") continue;
+      const server = { urls: url };
+      if (found.username !== undefined) Object.assign(server, { username: found.username, credential: found.credential || "" });
+      servers.push(server);
+    }
+    return servers;
   }
 
   async function framesDecoded(attempt) {
@@ -136,7 +159,7 @@
     retryTimer = null;
     watch.retryInMs = null;
     endAttempt(current);
-    const pc = new RTCPeerConnection();
+    const pc = new RTCPeerConnection({ iceServers });
     const attempt = { pc, url: null, media: new MediaStream(), answeredAt: 0, frames: 0, progressAt: 0, ended: false };
     current = attempt;
     watch.pc = pc;
@@ -179,6 +202,8 @@
     watch.lastStatus = response.status;
     if (response.status === 201) {
       attempt.url = response.headers.get("Location");
+      iceServers = iceServersFrom(response.headers.get("Link"));
+      watch.iceServers = iceServers;
       watch.viewerUrl = attempt.url;
       watch.connects += 1;
       try {

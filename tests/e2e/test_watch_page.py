@@ -14,7 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.browser import ServerProcess, chromium, chromium_flags, face_path, http_json, served, wait_for, write_y4m
+from support.browser import (
+    ServerProcess,
+    chromium,
+    chromium_flags,
+    face_path,
+    free_port,
+    http_json,
+    served,
+    wait_for,
+    write_y4m,
+)
 from support.face_identity import identity
 from support.server import face_rgb
 from support.stream_pages import (
@@ -216,3 +226,41 @@ def test_where_sound_needs_a_click_it_plays_muted_until_one(account: Account, tm
         ]
         assert not button.is_displayed()
         wait_for(lambda: watch_state(viewer)["framesDecoded"] > frames + 10, 10, "it goes on playing")
+
+
+@pytest.mark.slow  # the server's own gathering waits on the unanswered servers: some 40 s in all
+def test_the_servers_stun_and_turn_servers_are_used_from_the_next_connection_on(tmp_path: Path):
+    """The Link headers of a WHEP answer name the server's ICE servers; the page's later
+    connections gather with them (the first offer went out before it knew them). A local server:
+    the page needs no token there."""
+    unanswered = free_port()  # nothing answers there: gathering gives up on it, the host candidates stay
+    args = (
+        "--ice-server",
+        f"stun:127.0.0.1:{unanswered}",
+        "--ice-server",
+        f"turn:viewer:s3cret@127.0.0.1:{unanswered}",
+    )
+    with (
+        served(tmp_path / "server.log", chain="passthrough", extra_args=args) as server,
+        browser(tmp_path / "publisher") as publisher,
+        browser(tmp_path / "viewer") as viewer,
+    ):
+        go_live(publisher, server.base_url, "ice", None)
+        viewer.get(f"{server.base_url}/watch/ice")
+        wait_for(lambda: playing_frames(viewer), 30, "the watch page plays")
+        expected = [
+            {"urls": f"stun:127.0.0.1:{unanswered}"},
+            {"urls": f"turn:127.0.0.1:{unanswered}", "username": "viewer", "credential": "s3cret"},
+        ]
+        assert viewer.execute_script("return window.facefuseWatch.iceServers;") == expected
+        assert viewer.execute_script("return window.facefuseWatch.pc.getConfiguration().iceServers;") == []
+
+        publisher.find_element("id", "stop").click()
+        wait_for(lambda: publisher.execute_script("return document.body.dataset.state;") == "stopped", 10, "stopped")
+        publish_again(publisher)
+        wait_for(lambda: watch_state(viewer)["connects"] >= 2 and playing_frames(viewer), 60, "the page plays again")
+        configured = viewer.execute_script("return window.facefuseWatch.pc.getConfiguration().iceServers;")
+        assert [(s["urls"], s["username"] or None, s["credential"] or None) for s in configured] == [
+            ([f"stun:127.0.0.1:{unanswered}"], None, None),
+            ([f"turn:127.0.0.1:{unanswered}"], "viewer", "s3cret"),
+        ], configured

@@ -1,6 +1,8 @@
 """`facefuse cam`'s main: opens the camera and the outputs, chooses the face, publishes over WHIP,
 plays the swapped video back over WHEP into the outputs, shows the status once a second, and on
-Ctrl-C (or when the server ends the session) DELETEs both sessions before it returns.
+Ctrl-C (or when the server ends the session) DELETEs both sessions before it returns. When only
+the WHEP connection drops while the published session is live, it plays the stream again (a
+streamer expects the picture back, not the run ended).
 
 Everything that can be refused locally (the input, pyvirtualcam, the loopback device, the output
 file) is opened before the first request, so such a failure costs the account nothing.
@@ -28,6 +30,7 @@ from client.cam.output_pump import Output, OutputPump
 from client.cam.peers import PlayingPeer, PublishingPeer, ice_for
 from client.cam.server_api import api_request, face_to_swap_to, session_description
 from client.cam.status_line import StatusLine, status_text
+from client.cam.viewer_track import ViewerTrack
 from client.cam.virtual_camera import VirtualCamera
 from client.cam.whip_http import SdpAnswer, delete_resource, post_offer
 from stream.peer_close import close_peer
@@ -42,6 +45,10 @@ PLAY_WITHIN_S = 30.0
 GOODBYE_TIMEOUT_S = 5.0
 # When the played video ends, how long the server's `closed` event (which says why) may take after it.
 CLOSED_EVENT_WAIT_S = 1.0
+# Playing again after the WHEP connection alone dropped: the first POST this long after, each failed
+# one doubling the wait up to the most, so a server that refuses for a while is not hammered.
+REPLAY_FIRST_S = 0.5
+REPLAY_MOST_S = 4.0
 # What the server's `closed` codes mean for someone running the command.
 ENDED_BECAUSE = {
     "tokens_exhausted": "the account's tokens ran out and the server ended the session: top it up, then start again",
@@ -77,11 +84,14 @@ class _Running:
     outputs: list[Output] = field(default_factory=list)
     camera: CameraTrack | None = None
     publisher: PublishingPeer | None = None
-    player: PlayingPeer | None = None
+    player: PlayingPeer | None = None  # None while the stream is played again
+    viewer: ViewerTrack = field(default_factory=ViewerTrack)  # what the pump reads, across WHEP connections
     pump: OutputPump | None = None
     published: SdpAnswer | None = None
     played: SdpAnswer | None = None
     uploaded_face: str | None = None
+    replay_at: float | None = None  # while the WHEP connection is down: when to POST again
+    replay_wait_s: float = REPLAY_FIRST_S
 
 
 async def run_cam(options: CamOptions, *, stop: asyncio.Event | None = None, out: TextIO = sys.stderr) -> int:
@@ -104,7 +114,7 @@ async def run_cam(options: CamOptions, *, stop: asyncio.Event | None = None, out
                 if stop.is_set():
                     return 0
                 status.say(_started_text(options, running))
-                ended = await _watch(http, options, running, status, stop)
+                ended = await _watch(http, server, options, running, status, stop)
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 raise CamError(f"no answer from {server}: {exc or type(exc).__name__}") from None
             finally:
@@ -149,11 +159,10 @@ async def _play(
     """Plays the stream over WHEP, asking again while the server says it is not live yet."""
     running.player = player = PlayingPeer(ice_for(server, options.ice_servers))
     sdp = await player.offer()
-    url = f"{server}/whep/{quote(options.stream, safe='')}"
     deadline = time.monotonic() + options.play_within_s
     while True:
         try:
-            running.played = await post_offer(http, url, sdp, token=options.token)
+            await _post_player(http, server, options, running, player, sdp)
             break
         except ServerRefusal as refused:
             if refused.status != 409 or time.monotonic() >= deadline:
@@ -164,9 +173,17 @@ async def _play(
                 await stop.wait()
         if stop.is_set():
             return
+    running.pump = OutputPump(running.viewer, running.outputs)
+
+
+async def _post_player(
+    http: aiohttp.ClientSession, server: str, options: CamOptions, running: _Running, player: PlayingPeer, sdp: str
+) -> None:
+    """One WHEP POST of `player`'s offer; once answered, the outputs play from it."""
+    running.played = await post_offer(http, f"{server}/whep/{quote(options.stream, safe='')}", sdp, token=options.token)
     await player.answer(running.played.sdp)
     assert player.track is not None
-    running.pump = OutputPump(player.track, running.outputs)
+    running.viewer.play_from(player.track)
 
 
 def _started_text(options: CamOptions, running: _Running) -> str:
@@ -176,7 +193,12 @@ def _started_text(options: CamOptions, running: _Running) -> str:
 
 
 async def _watch(
-    http: aiohttp.ClientSession, options: CamOptions, running: _Running, status: StatusLine, stop: asyncio.Event
+    http: aiohttp.ClientSession,
+    server: str,
+    options: CamOptions,
+    running: _Running,
+    status: StatusLine,
+    stop: asyncio.Event,
 ) -> str | None:
     """Until `stop` or the session's end; what ended it, for the user (None: stopped)."""
     assert running.published is not None and running.pump is not None and running.publisher is not None
@@ -194,17 +216,83 @@ async def _watch(
                 # the `closed` event, which says why as a code, may come just after the state says closed
                 await _wait_for(running.publisher.closed_event, CLOSED_EVENT_WAIT_S)
                 return _why_ended(options, running, described)
-        if running.pump.ended.is_set() and running.publisher.closed_event() is None:
+        dropped = running.replay_at is None and _viewer_dropped(running)
+        if (dropped or running.pump.ended.is_set()) and running.publisher.closed_event() is None:
             # the viewer's connection and the session's `closed` event race: give the event a moment
             await _wait_for(running.publisher.closed_event, CLOSED_EVENT_WAIT_S)
         ended = _ended_here(options, running)
         if ended is not None:
             return ended
-        status.show(status_text(described or None, running.pump.fps()))
+        if dropped or running.replay_at is not None:
+            ended = await _play_again(http, server, options, running, status)
+            if ended is not None:
+                return ended
+        text = status_text(described or None, running.pump.fps())
+        wait_s = STATUS_EVERY_S
+        if running.replay_at is not None:
+            replay_in_s = max(running.replay_at - time.monotonic(), 0.0)
+            wait_s = min(wait_s, replay_in_s)
+            text = f"the video's connection dropped, playing again in {replay_in_s:.1f} s | {text}"
+        status.show(text)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(STATUS_EVERY_S):
+            async with asyncio.timeout(wait_s):
                 await stop.wait()
     return None
+
+
+def _viewer_dropped(running: _Running) -> bool:
+    """The WHEP connection ended (the server closed the viewer) or failed."""
+    player = running.player
+    return running.viewer.source_ended.is_set() or player is None or player.pc.connectionState in ("failed", "closed")
+
+
+async def _play_again(
+    http: aiohttp.ClientSession, server: str, options: CamOptions, running: _Running, status: StatusLine
+) -> str | None:
+    """The WHEP connection dropped while the published session is live: the old viewer is DELETEd
+    and the stream POSTed again, waiting REPLAY_FIRST_S, doubling after each failure up to
+    REPLAY_MOST_S. What ended the run, if playing again showed that the session is over."""
+    assert running.published is not None
+    if running.replay_at is None:  # the drop is new
+        status.say(f"the swapped video's connection (WHEP) dropped while {options.stream!r} is live; playing it again")
+        if running.viewer.frames_from_source > 0:  # that connection played: a fresh drop, not one failing again
+            running.replay_wait_s = REPLAY_FIRST_S
+        await _drop_player(http, options, running)
+        running.replay_at = time.monotonic() + running.replay_wait_s
+        return None
+    if time.monotonic() < running.replay_at:
+        return None
+    running.player = player = PlayingPeer(ice_for(server, options.ice_servers))
+    try:
+        await _post_player(http, server, options, running, player, await player.offer())
+    except (CamError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        await _drop_player(http, options, running)
+        if isinstance(exc, ServerRefusal) and exc.status == 409:
+            return _why_ended(options, running, None)  # stream_not_live: nothing is published under the name
+        logger.info("playing again failed: %s", exc or type(exc).__name__)
+    else:
+        running.replay_at = None
+        publisher_session = running.published.headers.get("X-Facefuse-Session")
+        played_session = running.played.headers.get("X-Facefuse-Session") if running.played else None
+        if publisher_session and played_session and played_session != publisher_session:
+            return ENDED_BECAUSE["replaced"].format(stream=options.stream)  # the name plays another session now
+        status.say(f"playing {options.stream!r} again")
+        return None
+    running.replay_wait_s = min(running.replay_wait_s * 2, REPLAY_MOST_S)
+    running.replay_at = time.monotonic() + running.replay_wait_s
+    return None
+
+
+async def _drop_player(http: aiohttp.ClientSession, options: CamOptions, running: _Running) -> None:
+    """Ends the dropped viewer on the server (it may be gone already: errors are ignored) and here."""
+    played, player = running.played, running.player
+    running.played = running.player = None
+    if played is not None:
+        with contextlib.suppress(CamError, aiohttp.ClientError, OSError, TimeoutError):
+            async with asyncio.timeout(GOODBYE_TIMEOUT_S):
+                await delete_resource(http, played.resource_url, token=options.token)
+    if player is not None:
+        await _bounded(close_peer(player.pc), "closing the dropped viewer's connection")
 
 
 async def _wait_for(condition: Any, timeout_s: float) -> None:

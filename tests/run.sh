@@ -12,6 +12,9 @@ command -v chromedriver >/dev/null || missing="$missing chromium-driver"
 command -v firefox-esr >/dev/null || missing="$missing firefox-esr"
 command -v redis-server >/dev/null || missing="$missing redis-server"
 command -v npm >/dev/null || missing="$missing npm"
+command -v Xvfb >/dev/null || missing="$missing xvfb"
+command -v xwininfo >/dev/null || missing="$missing x11-utils"
+command -v xwd >/dev/null || missing="$missing x11-apps"
 if [ -n "$missing" ]; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq

@@ -35,6 +35,9 @@ def add_cam_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--camera-backend", help="pyvirtualcam backend: v4l2loopback, obs, unitycapture [default: any]")
     parser.add_argument("--camera-device", help="the virtual camera device, e.g. /dev/video10 [default: the first]")
     parser.add_argument("--output", type=Path, metavar="FILE", help="write to a video file (.mp4, .mkv, .webm)")
+    parser.add_argument(
+        "--preview", action="store_true", help="show the swapped video in a window; closing it ends the run"
+    )
     parser.add_argument("--size", default="640x480", help="the size asked of a camera device [default: 640x480]")
     parser.add_argument("--fps", type=float, default=30.0, help="the frame rate asked of a camera device [default: 30]")
     parser.add_argument(
@@ -63,6 +66,7 @@ def run_cam_command(args: argparse.Namespace) -> int:
         camera_backend=args.camera_backend,
         camera_device=args.camera_device,
         output=args.output,
+        preview=args.preview,
         size=args.size,
         fps=args.fps,
         ice_servers=tuple(args.ice_server),

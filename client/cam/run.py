@@ -1,8 +1,8 @@
 """`facefuse cam`'s main: opens the camera and the outputs, chooses the face, publishes over WHIP,
 plays the swapped video back over WHEP into the outputs, shows the status once a second, and on
-Ctrl-C (or when the server ends the session) DELETEs both sessions before it returns. When only
-the WHEP connection drops while the published session is live, it plays the stream again (a
-streamer expects the picture back, not the run ended).
+Ctrl-C, the preview window's closing, or the server ending the session, DELETEs both sessions
+before it returns. When only the WHEP connection drops while the published session is live, it
+plays the stream again (a streamer expects the picture back, not the run ended).
 
 Everything that can be refused locally (the input, pyvirtualcam, the loopback device, the output
 file) is opened before the first request, so such a failure costs the account nothing.
@@ -28,6 +28,7 @@ from client.cam.errors import CamError, ServerRefusal
 from client.cam.file_output import FileOutput
 from client.cam.output_pump import Output, OutputPump
 from client.cam.peers import PlayingPeer, PublishingPeer, ice_for
+from client.cam.preview_window import PreviewWindow
 from client.cam.server_api import api_request, face_to_swap_to, session_description
 from client.cam.status_line import StatusLine, status_text
 from client.cam.viewer_track import ViewerTrack
@@ -71,6 +72,7 @@ class CamOptions:
     camera_backend: str | None = None
     camera_device: str | None = None
     output: Path | None = None
+    preview: bool = False  # a window showing what goes to the outputs
     size: str = "640x480"  # asked of a camera device
     fps: float = 30.0
     ice_servers: tuple[str, ...] = ()
@@ -97,8 +99,10 @@ class _Running:
 async def run_cam(options: CamOptions, *, stop: asyncio.Event | None = None, out: TextIO = sys.stderr) -> int:
     """Runs until `stop` is set (SIGINT and SIGTERM set it) or the session ends: 0 when stopped,
     1 when the server ended the session (said on `out`). A failure raises CamError."""
-    if not options.virtual_camera and options.output is None:
-        raise CamError("nothing to write the swapped video to: give --virtual-camera and/or --output FILE")
+    if not options.virtual_camera and options.output is None and not options.preview:
+        raise CamError(
+            "nothing to write the swapped video to: give --virtual-camera and/or --output FILE (or --preview to watch it)"
+        )
     stop = stop or asyncio.Event()
     server = options.server.rstrip("/")
     running = _Running()
@@ -106,7 +110,7 @@ async def run_cam(options: CamOptions, *, stop: asyncio.Event | None = None, out
     with _stopped_by_signals(stop):
         async with aiohttp.ClientSession() as http:
             try:
-                _open_locally(options, running)
+                _open_locally(options, running, stop)
                 face_id, uploaded = await face_to_swap_to(http, server, options.face, token=options.token)
                 running.uploaded_face = face_id if uploaded else None
                 await _publish(http, server, face_id, options, running)
@@ -126,7 +130,7 @@ async def run_cam(options: CamOptions, *, stop: asyncio.Event | None = None, out
     return 0
 
 
-def _open_locally(options: CamOptions, running: _Running) -> None:
+def _open_locally(options: CamOptions, running: _Running, stop: asyncio.Event) -> None:
     running.camera = camera = CameraTrack(input_spec(options.input, size=options.size, fps=options.fps))
     if options.virtual_camera:
         running.outputs.append(
@@ -140,6 +144,15 @@ def _open_locally(options: CamOptions, running: _Running) -> None:
         )
     if options.output is not None:
         running.outputs.append(FileOutput(options.output, camera.width, camera.height, options.fps))
+    if options.preview:
+        loop = asyncio.get_running_loop()
+
+        def stop_soon() -> None:  # called from the window's thread; the loop may have ended meanwhile
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+
+        title = f"facefuse cam \N{EM DASH} {options.stream}"
+        running.outputs.append(PreviewWindow(title, camera.width, camera.height, on_close=stop_soon))
 
 
 async def _publish(
@@ -189,6 +202,7 @@ async def _post_player(
 def _started_text(options: CamOptions, running: _Running) -> str:
     where = [f"the virtual camera {output.device}" for output in running.outputs if isinstance(output, VirtualCamera)]
     where += [str(output.path) for output in running.outputs if isinstance(output, FileOutput)]
+    where += ["a preview window" for output in running.outputs if isinstance(output, PreviewWindow)]
     return f"streaming {options.input or 'the camera'} as {options.stream!r}; the swapped video goes to {' and '.join(where)}"
 
 

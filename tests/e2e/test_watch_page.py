@@ -229,10 +229,10 @@ def test_where_sound_needs_a_click_it_plays_muted_until_one(account: Account, tm
 
 
 @pytest.mark.slow  # the server's own gathering waits on the unanswered servers: some 40 s in all
-def test_the_servers_stun_and_turn_servers_are_used_from_the_next_connection_on(tmp_path: Path):
+def test_it_waits_for_the_stream_then_gathers_with_the_servers_stun_and_turn_from_the_next_connection(tmp_path: Path):
     """The Link headers of a WHEP answer name the server's ICE servers; the page's later
     connections gather with them (the first offer went out before it knew them). A local server:
-    the page needs no token there."""
+    the page needs no token there, and it waits for a stream not published yet."""
     unanswered = free_port()  # nothing answers there: gathering gives up on it, the host candidates stay
     args = (
         "--ice-server",
@@ -245,9 +245,15 @@ def test_the_servers_stun_and_turn_servers_are_used_from_the_next_connection_on(
         browser(tmp_path / "publisher") as publisher,
         browser(tmp_path / "viewer") as viewer,
     ):
-        go_live(publisher, server.base_url, "ice", None)
+        # opened before anything is published: it waits, showing nothing, and asks again with a backoff
         viewer.get(f"{server.base_url}/watch/ice")
-        wait_for(lambda: playing_frames(viewer), 30, "the watch page plays")
+        wait_for(lambda: watch_state(viewer)["lastStatus"] == 409, 15, "the page heard that nothing is published")
+        time.sleep(4.0)
+        waiting = watch_state(viewer)
+        assert (waiting["state"], waiting["dataState"], waiting["message"]) == ("waiting", "waiting", ""), waiting
+        assert 2 <= waiting["attempts"] <= 6, f"0.5, 1, 2, 4 s apart, not in a loop: {waiting}"
+        go_live(publisher, server.base_url, "ice", None)
+        wait_for(lambda: playing_frames(viewer), 30, "the watch page plays once the stream is published")
         expected = [
             {"urls": f"stun:127.0.0.1:{unanswered}"},
             {"urls": f"turn:127.0.0.1:{unanswered}", "username": "viewer", "credential": "s3cret"},

@@ -13,7 +13,8 @@
   const DISCONNECTED_GRACE_MS = 2000; // a blip in the network recovers by itself within this
   const FIRST_FRAME_TIMEOUT_MS = 10000; // answered, yet no picture: the media path never came up
   // No new frame for this long: the publisher is gone. The server closes its viewers then, yet
-  // Chromium calls such a connection "disconnected" only some 7 s later (its ICE checks unanswered).
+  // Chromium calls such a connection "disconnected" only seconds later, once its ICE checks go
+  // unanswered: the stall is the first sign.
   const STALL_MS = 3000;
   const WATCHDOG_INTERVAL_MS = 1000;
 

@@ -6,6 +6,7 @@
 
 (() => {
   const ICE_GATHERING_TIMEOUT_MS = 3000;
+  const SESSION_CHECK_MS = 2000;
   const VIDEO_CONSTRAINTS = { width: { ideal: 640 }, height: { ideal: 480 }, frameRate: { ideal: 30 } };
   const STREAM_NAME = /^[A-Za-z0-9_-]{1,64}$/; // the server's rule for stream names
   const API_KEY_STORAGE = "facefuse.apiKey"; // shared with the camera page: one key per browser
@@ -29,7 +30,7 @@
 
   // Everything the page knows, for debugging and tests (window.facefuse, as on the camera page).
   const state = {
-    state: "idle", // idle | uploading | connecting | live | stopping | stopped | error
+    state: "idle", // idle | uploading | connecting | live | stopping | stopped | ended | error
     faceId: null,
     upload: null, // the pending face upload, awaited by goLive()
     uploadSeq: 0,
@@ -38,6 +39,7 @@
     sessionUrl: null, // the WHIP session's Location
     sessionId: null,
     lastStatus: null, // the HTTP status of the last WHIP request
+    sessionCheck: null, // the timer that asks the server whether the session still runs
     localAccount: null,
   };
   window.facefuse = state;
@@ -259,6 +261,7 @@
       ui.watchUrl.textContent = `/watch/${name}`;
       await pc.setRemoteDescription({ type: "answer", sdp: answer });
       setStatus("Connecting media…", "busy");
+      state.sessionCheck = setInterval(checkSession, SESSION_CHECK_MS);
     } catch (err) {
       await stop({ quiet: true });
       setState("error");
@@ -284,11 +287,33 @@
     }
   }
 
+  // WHIP gives the server no way to tell the page that it ended the session (another publisher
+  // took the name, no video arrived, it was deleted), and the peer connection looks alive for
+  // seconds after: the page asks.
+  async function checkSession() {
+    const sessionId = state.sessionId;
+    if (!sessionId) return;
+    let snapshot = null;
+    try {
+      const response = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}`, { headers: authHeaders() });
+      if (response.status === 404) snapshot = { state: "closed", close_reason: "the server no longer has it" };
+      else if (response.ok) snapshot = await response.json();
+    } catch (_) {
+      return; // the server did not answer: the connection's own state says whether it is gone
+    }
+    if (!snapshot || state.sessionId !== sessionId || !["closing", "closed"].includes(snapshot.state)) return;
+    await stop({ quiet: true, sessionGone: true });
+    setState("ended");
+    showError(`The stream ended: ${snapshot.close_reason || "the server closed the session"}.`, "Press Go live to publish again.");
+  }
+
   // Ends the WHIP session (DELETE, asked before the peer closes so the server hears it first),
   // closes the peer and the camera.
-  async function stop({ quiet = false } = {}) {
+  async function stop({ quiet = false, sessionGone = false } = {}) {
     const { pc, media, sessionUrl } = state;
     if (!pc && !media) return;
+    clearInterval(state.sessionCheck);
+    state.sessionCheck = null;
     state.pc = null;
     state.media = null;
     state.sessionUrl = null;
@@ -297,7 +322,7 @@
       setState("stopping");
       setStatus("Stopping…", "busy");
     }
-    const ended = sessionUrl
+    const ended = sessionUrl && !sessionGone
       ? fetch(sessionUrl, { method: "DELETE", headers: authHeaders() }).then(
         (response) => response.ok || response.status === 404,
         () => false,

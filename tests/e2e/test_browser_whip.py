@@ -114,3 +114,19 @@ def test_a_publish_the_server_refuses_is_said_on_the_page(mesh_server: ServerPro
         assert "face_not_found" in alert_text(driver), alert_text(driver)
         assert driver.execute_script("return window.facefuse.pc;") is None
         assert {session["session_id"] for session in live_sessions(mesh_server)} <= before, "no session was made"
+
+
+def test_a_session_the_server_ends_is_said_on_the_page(mesh_server: ServerProcess, tmp_path: Path):
+    """WHIP has no channel for the server to say it ended a session (here: deleted through the
+    API, as when another publisher takes the name); the page finds out and says so."""
+    clip = write_y4m(face_path("obama.jpg"), tmp_path / "obama.y4m", frames=2)
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    with chromium(chromium_flags(clip, profile)) as driver:
+        page = go_live(driver, mesh_server.base_url, "studio-2", None)
+        status, _ = http_json("DELETE", f"{mesh_server.base_url}/api/sessions/{page['sessionId']}")
+        assert status == 200
+        wait_for(lambda: driver.execute_script("return document.body.dataset.state;") == "ended", 10, "ended state")
+        assert "The stream ended" in alert_text(driver), alert_text(driver)
+        assert driver.execute_script("return [window.facefuse.pc, window.facefuse.sessionUrl];") == [None, None]
+        assert driver.find_element("id", "go-live").is_enabled()

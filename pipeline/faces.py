@@ -36,6 +36,20 @@ class FaceTooSmall(ValueError):
     code = "face_too_small"
 
 
+class UnusableFace(ValueError):
+    """A face the swap cannot be made from (pipeline/identity/source_checks.py says why)."""
+
+    code = "unusable_face"
+
+
+class FaceTurnedTooFar(UnusableFace):
+    code = "face_turned_too_far"
+
+
+class FaceOccluded(UnusableFace):
+    code = "face_occluded"
+
+
 class FaceLibraryFull(RuntimeError):
     code = "face_library_full"
 
@@ -50,6 +64,7 @@ class Face:
     size_bytes: int
     created_at: float
     analysis: object = None  # what the chain computed once from the photo (e.g. the source face's mesh)
+    checks: object = None  # how usable the photo is (identity/source_checks.py), for the chains that check it
 
     def describe(self) -> dict[str, object]:
         description: dict[str, object] = {
@@ -63,6 +78,8 @@ class Face:
         face_size = getattr(self.analysis, "face_size", None)  # a face chain's analysis measures the face
         if face_size is not None:
             description["face_size"] = round(face_size)
+        if self.checks is not None:
+            description.update(self.checks.describe())  # "checks" and "warnings"
         return description
 
 
@@ -75,10 +92,19 @@ class FaceLibrary:
         self._faces: dict[str, Face] = {}
         self._lock = threading.Lock()
 
-    def add(self, image: np.ndarray, *, owner: str, format: str, size_bytes: int, analysis: object = None) -> Face:
-        """Keeps what the chain computed of the photo (`analysis`) and the photo's description."""
+    def add(
+        self,
+        image: np.ndarray,
+        *,
+        owner: str,
+        format: str,
+        size_bytes: int,
+        analysis: object = None,
+        checks: object = None,
+    ) -> Face:
+        """Keeps what the chain computed of the photo (`analysis`, `checks`) and the photo's description."""
         height, width = image.shape[:2]
-        face = Face(secrets.token_urlsafe(9), owner, width, height, format, size_bytes, time.time(), analysis)
+        face = Face(secrets.token_urlsafe(9), owner, width, height, format, size_bytes, time.time(), analysis, checks)
         with self._lock:
             if len(self._faces) >= self.max_faces:
                 raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")

@@ -19,6 +19,8 @@ import torch
 from pipeline.detect import FaceDetector
 from pipeline.faces import MIN_FACE_SIZE, FaceTooSmall
 from pipeline.identity.embedder import IdentityEmbedder
+from pipeline.identity.source_checks import SourceChecks, refuse_unusable
+from pipeline.identity.source_inspection import SourceInspection
 from pipeline.landmarks import FaceMesher
 from pipeline.swap.five_points import five_points
 from pipeline.swap.learned_swapper import LearnedSwapper
@@ -36,6 +38,7 @@ class FaceAnalysis:
         self._embedder: IdentityEmbedder | None = None  # loaded by the chain's warm-up (or the first analysis)
         self._embedder_lock = threading.Lock()
         self._analysis_lock = threading.Lock()
+        self._inspection = SourceInspection(self.mesher)
 
     def analyse(self, image_rgb: np.ndarray) -> SourceFace | None:
         """The source face (crop and mesh) and its identity, so it can also serve as a reference;
@@ -56,6 +59,14 @@ class FaceAnalysis:
             if self.learned is not None:
                 latent = self.learned.source_latent(crop[0], five_points(source.points[None])[0])
             return dataclasses.replace(source, identity=identity, latent=latent)
+
+    def check(self, source: SourceFace) -> SourceChecks:
+        """How usable the analysed photo is (source_checks.py); raises pipeline.faces.UnusableFace
+        for a face turned too far or mostly hidden."""
+        with self._analysis_lock, torch.inference_mode():
+            checks = self._inspection.inspect(source)
+        refuse_unusable(checks)
+        return checks
 
     def identities(self, frames_u8: torch.Tensor, points: torch.Tensor, frame_index: torch.Tensor) -> torch.Tensor:
         """SFace embeddings [N, 128] of faces given by their mesh points (frame pixels)."""

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound, FaceTooSmall, NoFaceFound
+from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound, FaceTooSmall, NoFaceFound, UnusableFace
 from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
 from quota.accounts import InvalidAccount, InvalidApiKey
 from quota.errors import (
@@ -70,6 +70,7 @@ _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (SessionClosedEarly, 409),
     (NoFaceFound, 422),
     (FaceTooSmall, 422),
+    (UnusableFace, 422),
     (TooManyLeases, 429),
     (StoreUnavailable, 503),
     (ImageTooLarge, 413),

@@ -24,7 +24,11 @@ async def upload_face(request: web.Request) -> web.Response:
     analysis = await asyncio.to_thread(request.app[PHOTO_ANALYSIS].analyse, image)
     if analysis is None:
         raise NoFaceFound("no face was found in the photo: upload a photo with one clearly visible face")
-    face = request.app[FACES].add(image, owner=account.id, format=format_name, size_bytes=len(data), analysis=analysis)
+    # pose, eyes, occlusion, blur, light: a photo the swap cannot use is refused, a weak one warned of
+    checks = await asyncio.to_thread(request.app[PHOTO_ANALYSIS].check, analysis)
+    face = request.app[FACES].add(
+        image, owner=account.id, format=format_name, size_bytes=len(data), analysis=analysis, checks=checks
+    )
     return web.json_response(face.describe(), status=201, headers={"Location": f"/api/faces/{face.id}"})
 
 

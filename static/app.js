@@ -20,6 +20,7 @@
   const ui = {
     faceFile: byId("face-file"),
     faceState: byId("face-state"),
+    faceWarnings: byId("face-warnings"),
     swapMode: byId("swap-mode"),
     swapModeHint: byId("swap-mode-hint"),
     referenceField: byId("reference-field"),
@@ -196,7 +197,7 @@
 
   // ---- face upload ----------------------------------------------------------------------
 
-  // POSTs a photo to /api/faces: {id} when stored, {error: [summary, detail]} when not.
+  // POSTs a photo to /api/faces: {id, warnings} when stored, {error: [summary, detail]} when not.
   async function postPhoto(file, what) {
     let response;
     try {
@@ -213,15 +214,30 @@
       return { error: [`The ${what} was rejected ${describeServerError(err)}`] };
     }
     try {
-      return { id: (await response.json()).id };
+      const face = await response.json();
+      return { id: face.id, warnings: Array.isArray(face.warnings) ? face.warnings : [] };
     } catch (err) {
       return { error: [`The ${what} upload got an answer that is not JSON.`, String(err.message || err)] };
     }
   }
 
+  // What the server found weak in the chosen photo (a turned head, shut eyes, uneven light): shown
+  // under it as advice, not as an error; the photo is used all the same.
+  function showFaceWarnings(warnings) {
+    ui.faceWarnings.replaceChildren(
+      ...warnings.map((warning) => {
+        const item = document.createElement("li");
+        item.textContent = warning.charAt(0).toUpperCase() + warning.slice(1) + ".";
+        return item;
+      }),
+    );
+    ui.faceWarnings.hidden = warnings.length === 0;
+  }
+
   function uploadFace(file) {
     const seq = ++state.uploadSeq;
     state.faceId = null;
+    showFaceWarnings([]);
     clearError();
     if (!file) {
       ui.faceState.textContent = "No face chosen: the video is processed without one.";
@@ -247,6 +263,7 @@
       }
       state.faceId = body.id;
       ui.faceState.textContent = `Face ready: ${file.name}.`;
+      showFaceWarnings(body.warnings);
       if (!state.pc) setStatus("Face uploaded. Press Start camera.", "ok");
       switchFace(body.id, file.name); // mid-stream: swap to it now
       forgetUnusedPhotos();

@@ -147,15 +147,16 @@ async def viewer_trial(
 async def one_publisher(
     server: ServerProcess, client: FacefuseClient, http: aiohttp.ClientSession, photo: np.ndarray,
     size: tuple[int, int], order: Sequence[int], round_number: int, warmup_s: float, window_s: float,
-) -> list[ViewerTrial]:  # fmt: skip
-    """A publisher of one size, its viewers joining and leaving for each N in `order`."""
+    trials: list[ViewerTrial],
+) -> None:  # fmt: skip
+    """A publisher of one size, its viewers joining and leaving for each N in `order`; each trial
+    goes into `trials` once done, so that those before a failure are kept."""
     width, height = size
     name, stream = f"{width}x{height}", f"bench-{width}x{height}"
     framed = top_at_aspect(photo, width, height)  # a webcam's head and shoulders
     source = ImageTrack(framed, width=width, height=height, fps=FPS, tag=PUBLISHER_TAG)
     pc, sdp = await offer_like_obs(source)
     publisher = await post_offer(http, f"{server.url}/whip/{stream}", pc, sdp)
-    trials = []
     try:
         if publisher.status != 201:
             raise RuntimeError(f"POST /whip answered {publisher.status}: {publisher.body[:300]}")
@@ -170,7 +171,6 @@ async def one_publisher(
             await response.read()
     finally:
         await publisher.close()
-    return trials
 
 
 def _mean(values: Sequence[float]) -> float:

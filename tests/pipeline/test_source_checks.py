@@ -132,6 +132,23 @@ def test_light_from_one_side_is_said(analysis):
     assert "the light is uneven: one side of the face is much darker" in checks.warnings
 
 
+def test_hard_shadows_are_said_to_be_patchy_light(analysis):
+    """obama.jpg's crop under the shadow of a blind (bands of 16 px, 5 % of the crop, at 40 % of
+    the light): the skin's light spreads past the limit; at 60 % it does not yet."""
+    source = _analysed(analysis, face_rgb("obama.jpg"))
+    points = analysis._inspection.depth_points(source)
+    rows = torch.arange(source.image.shape[-1])
+    spreads = {}
+    for level in (0.6, 0.4):
+        blind = torch.where((rows // 16) % 2 == 0, 1.0, level)[None, :, None]
+        checks = measure(source.image * blind, points, source.skin, source.face_size)
+        _print(f"obama.jpg under a blind's shadow at {level}", checks)
+        spreads[level] = checks.checks["light_spread"].ok
+        if level == 0.4:
+            assert any(warning.startswith("the light on the face is patchy") for warning in checks.warnings)
+    assert spreads == {0.6: True, 0.4: False}
+
+
 def test_head_pose_follows_a_turned_mesh(analysis):
     """obama.jpg's mesh (with depth) turned by known angles about its own vertical axis: the
     measured yaw moves by the same angle, and a head turned past the limit is refused."""

@@ -5,6 +5,8 @@ real app on a loopback port (tests/support/sdist_photos.py, photos.py)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -20,10 +22,12 @@ CHECKS = {"yaw", "pitch", "roll", "eyes_open", "occluded", "sharpness", "light_b
 
 
 async def _described(client: FacefuseClient, image: bytes, content_type: str = "image/jpeg") -> dict:
+    started = time.perf_counter()
     face_id = await client.upload_face(image, content_type)
+    took = time.perf_counter() - started  # the whole upload: decoding, analysis and checks
     described = await client.request("GET", f"/api/faces/{face_id}")
     figures = {name: (check["value"], check["ok"]) for name, check in described["checks"].items()}
-    print(f"\n{figures}\nwarnings: {described['warnings']}")
+    print(f"\nupload {took:.2f} s: {figures}\nwarnings: {described['warnings']}")
     return described
 
 

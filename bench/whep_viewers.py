@@ -46,6 +46,8 @@ LEGEND = [
     "the publisher's frame handed to its encoder -> the frame decoded at a viewer (pixel stamps), all viewers "
     "pooled: an H.264 encode and decode, the chain, a VP8 encode and decode; aiortc's receiver at the viewer "
     "hands a frame on when the next one starts arriving, so about one frame interval of it is aiortc's.",
+    "- publisher fps at the server: its frames the server decoded in the window / window (/api/sessions "
+    "frames_in); under 30, the publisher (in this process) or the server's decoder could not keep up.",
     "- server CPU: utime + stime of the server process over the window, % of one core; bench CPU: this process "
     "(the publisher's H.264 encode, every viewer's VP8 decode and stamp reading), on the same 2 cores. server drops: "
     "frames a viewer's latest-frame slot replaced before its encoder took them (/api/streams).",
@@ -88,6 +90,7 @@ class ViewerTrial:
     latency_ms: list[float] = field(default_factory=list)  # every stamped frame, all viewers
     drops_per_s: float = math.nan  # per viewer
     sent_per_s: float = 0.0  # frames the server sent, all viewers together
+    decoded_fps: float = math.nan  # the publisher's frames the server decoded, per second
     notes: list[str] = field(default_factory=list)
 
 
@@ -108,8 +111,12 @@ async def _drained(client: FacefuseClient, stream: str) -> bool:
     return True
 
 
+async def _frames_in(client: FacefuseClient, session_id: str) -> int:
+    return (await client.request("GET", f"/api/sessions/{session_id}"))["frames_in"]
+
+
 async def viewer_trial(
-    server: ServerProcess, client: FacefuseClient, http: aiohttp.ClientSession, stream: str,
+    server: ServerProcess, client: FacefuseClient, http: aiohttp.ClientSession, stream: str, session_id: str,
     source: ImageTrack, trial: ViewerTrial, warmup_s: float, window_s: float,
 ) -> None:  # fmt: skip
     logs = [StampLog(source) for _ in range(trial.viewers)]
@@ -124,14 +131,15 @@ async def viewer_trial(
             silent = sum(not log.frames for log in logs)
             trial.notes.append(f"{silent} viewer(s) without a frame after {FIRST_FRAME_TIMEOUT_S:.0f} s")
         await asyncio.sleep(warmup_s)
-        counts0 = await _viewer_counts(client, stream)
+        counts0, frames_in0 = await _viewer_counts(client, stream), await _frames_in(client, session_id)
         start, server0, bench0 = time.monotonic(), server.cpu_seconds(), cpu_seconds(os.getpid())
         await asyncio.sleep(window_s)
         end, server1, bench1 = time.monotonic(), server.cpu_seconds(), cpu_seconds(os.getpid())
-        counts1 = await _viewer_counts(client, stream)
+        counts1, frames_in1 = await _viewer_counts(client, stream), await _frames_in(client, session_id)
     elapsed = end - start
     trial.server_cpu = (server1 - server0) / elapsed * 100
     trial.bench_cpu = (bench1 - bench0) / elapsed * 100
+    trial.decoded_fps = (frames_in1 - frames_in0) / elapsed
     for log in logs:
         window = log.between(start, end)
         trial.fps.append(len(window) / elapsed)
@@ -165,7 +173,8 @@ async def one_publisher(
         for n in order:
             print(f"[viewers] round {round_number}, {name}, N={n}", file=sys.stderr, flush=True)
             trial = ViewerTrial(name, n, round_number)
-            await viewer_trial(server, client, http, stream, source, trial, warmup_s, window_s)
+            session_id = publisher.headers["X-Facefuse-Session"]
+            await viewer_trial(server, client, http, stream, session_id, source, trial, warmup_s, window_s)
             trials.append(trial)
         async with http.delete(server.url + publisher.location) as response:
             await response.read()
@@ -179,16 +188,16 @@ def _mean(values: Sequence[float]) -> float:
 
 def trial_table(trials: list[ViewerTrial]) -> list[str]:
     rows = [
-        "| size | N | round | fps/viewer mean (min) | latency p50 ms | latency p99 ms | server CPU % "
-        "| server drops/s/viewer | bench CPU % |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| size | N | round | publisher fps at the server | fps/viewer mean (min) | latency p50 ms | latency p99 ms "
+        "| server CPU % | server drops/s/viewer | bench CPU % |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for t in sorted(trials, key=lambda t: (t.size, t.viewers, t.round)):
         fps = f"{np.mean(t.fps):.1f} ({min(t.fps):.1f})" if t.fps else "-"
         p50, p99 = (f"{ms:.0f}" for ms in np.percentile(t.latency_ms, [50, 99])) if t.latency_ms else ("-", "-")
         drops = "-" if math.isnan(t.drops_per_s) else f"{t.drops_per_s:.1f}"
         rows.append(
-            f"| {t.size} | {t.viewers} | {t.round} | {fps} | {p50} | {p99} | {t.server_cpu:.0f} | {drops} "
+            f"| {t.size} | {t.viewers} | {t.round} | {t.decoded_fps:.1f} | {fps} | {p50} | {p99} | {t.server_cpu:.0f} | {drops} "
             f"| {t.bench_cpu:.0f} |"
         )
     return rows

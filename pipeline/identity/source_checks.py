@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from pipeline.faces import FaceOccluded, FaceTurnedTooFar
 from pipeline.swap.color_match import rgb_to_ycc
+from pipeline.swap.frontal_pose import head_axes
 from pipeline.swap.masks import box_blur, dilate, erode, polygon_masks
 from pipeline.swap.topology import (
     BROW_IMAGE_LEFT,
@@ -28,14 +29,6 @@ from pipeline.swap.topology import (
     OUTER_LIPS,
 )
 
-# Mirror pairs of the mesh (image-left, image-right) spread over the face: their joining lines are
-# the head's left-right axis, whatever its pose (FaceMesh's topology is symmetric).
-MIRROR_PAIRS = (
-    (33, 263), (133, 362), (234, 454), (93, 323), (132, 361), (58, 288), (172, 397),
-    (61, 291), (50, 280), (205, 425), (70, 300), (105, 334), (127, 356), (162, 389),
-)  # fmt: skip
-FOREHEAD, CHIN = 10, 152  # the midline's ends: the head's up-down axis, once made square to left-right
-EYE_INNER_CORNERS = (133, 362)
 NOSE_UNDERSIDE = (98, 97, 2, 326, 327, 294, 278, 344, 440, 275, 4, 45, 220, 115, 48, 64)  # nostrils and tip
 CHEEKS = (50, 280)  # image-left, image-right: the middle of each cheek
 
@@ -140,18 +133,12 @@ class Pose:
 
 def head_pose(points: torch.Tensor) -> Pose:
     """The head's pose from 3D mesh points [468, 3] (x right, y down, z away from the camera, z on
-    x's scale): the left-right axis from the mirror pairs, the up-down axis from the midline made
-    square to it."""
-    points = points.double()
-    across = (points[[right for _, right in MIRROR_PAIRS]] - points[[left for left, _ in MIRROR_PAIRS]]).sum(dim=0)
-    across = across / across.norm().clamp_min(1e-9)
-    up = points[FOREHEAD] - points[CHIN]
-    up = up - (up @ across) * across
-    up = up / up.norm().clamp_min(1e-9)
-    forward = torch.linalg.cross(across, up)  # from the face out (towards the camera when frontal)
-    yaw = math.degrees(math.atan2(float(-forward[0]), float(-forward[2])))
-    pitch = math.degrees(math.atan2(float(-forward[1]), float(math.hypot(forward[0], forward[2]))))
-    roll = math.degrees(math.atan2(float(across[1]), float(across[0])))
+    x's scale), from its own axes (pipeline/swap/frontal_pose.py: left-right from the mirror pairs,
+    up-down from the midline made square to it)."""
+    right, _, back = head_axes(points).double()  # back: from the face into the picture
+    yaw = math.degrees(math.atan2(float(back[0]), float(back[2])))
+    pitch = math.degrees(math.atan2(float(back[1]), math.hypot(float(back[0]), float(back[2]))))
+    roll = math.degrees(math.atan2(float(right[1]), float(right[0])))
     return Pose(yaw, pitch, roll)
 
 

@@ -11,7 +11,7 @@ The photos: the quality set (tests/support/quality_photos.py) when it exists, el
 24-pair quality test; every ordered pair of two different people.
 
     .venv/bin/python bench/contact_sheet.py [--pairs N] [--out PATH] [--sources A B] [--targets C D]
-        [--tile 160] [--columns 2] [--sort defects]
+        [--only SOURCE:TARGET ...] [--tile 160] [--columns 2] [--sort defects]
 """
 
 from __future__ import annotations
@@ -164,6 +164,7 @@ def main() -> None:
     parser.add_argument("--sources", nargs="+", help="source photo names (default: every photo of the set)")
     parser.add_argument("--targets", nargs="+", help="target photo names (default: every photo of the set)")
     parser.add_argument("--pairs", type=int, help="only the first N pairs")
+    parser.add_argument("--only", nargs="+", metavar="SOURCE:TARGET", help="just these pairs, in this order")
     parser.add_argument("--out", type=Path, default=Path("contact_sheet.png"))
     parser.add_argument("--tile", type=int, default=160, help="each picture's side, px")
     parser.add_argument("--columns", type=int, default=2, help="pairs side by side")
@@ -173,14 +174,15 @@ def main() -> None:
     photos, people, which = judged_photos()
     in_set = list(photos)
     extra = extra_photos()
-    for name in [*(args.sources or []), *(args.targets or [])]:
+    only = [tuple(pair.split(":", 1)) for pair in args.only or []]
+    for name in [*(args.sources or []), *(args.targets or []), *(name for pair in only for name in pair)]:
         if name not in photos:
             if name not in extra:
                 parser.error(f"no photo {name!r}: the set has {', '.join(photos)}; also {', '.join(extra)}")
             photos[name], people[name] = extra[name]()
     sources = args.sources or in_set
     targets = args.targets or sources
-    pairs = [(s, t) for s in sources for t in targets if people[s] != people[t]]
+    pairs = only or [(s, t) for s in sources for t in targets if people[s] != people[t]]
     if args.pairs:
         pairs = pairs[: args.pairs]
 
@@ -192,8 +194,13 @@ def main() -> None:
     from support.pair_swaps import rgb_of, square_frame
 
     squares = {name: rgb_of(square_frame(photos[name])) for name in {s for s, _ in pairs}}
-    results, rows = [], []
-    for index, swap in enumerate(swapper.swaps(photos, pairs), start=1):
+    results, rows, not_swapped = [], [], []
+    for index, (source, target) in enumerate(pairs, start=1):
+        swap = swapper.swap(photos, source, target)
+        if swap is None:
+            not_swapped.append(f"{source} -> {target}")
+            print(f"  {index}/{len(pairs)} {source} -> {target}: not swapped (the chain passed the frame through)")
+            continue
         figures = judge(swap, photos, squares, index)
         source_points = swapper.target_points(squares[swap.source])
         tiles = [
@@ -212,6 +219,8 @@ def main() -> None:
     print(f"\n{len(results)} pairs in {time.perf_counter() - started:.0f} s; {flagged} flagged by the defect score; "
           f"{nearer} nearer the source by SFace; sheet: {args.out} ({args.out.stat().st_size // 1024} KB)\n")  # fmt: skip
     print(table(results))
+    if not_swapped:
+        print(f"\nnot swapped: {', '.join(not_swapped)}")
 
 
 if __name__ == "__main__":

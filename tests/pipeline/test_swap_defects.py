@@ -116,15 +116,20 @@ def test_defects_painted_on_a_swap_stand_out_from_it(clean_swap, paint, term):
     assert getattr(painted, term) >= 1.0, f"{term} not flagged: {painted}"
 
 
-@pytest.mark.timeout(1800)  # every pair of the set: about 10 s a pair on a loaded 2-core machine
+@pytest.mark.timeout(1800)  # every pair of the set: 1-2 s a pair on an idle 2-core machine, 10-30 on a busy one
 def test_every_pairs_defect_score_is_printed():
     photos, people, which = judged_photos()
     pairs = different_people(people)
     print(f"\n{which}, {len(pairs)} pairs")
     print("| source | target | defect score | streaks (share of skin) | band | patch |")
     print("|---|---|---|---|---|---|")
-    flagged = 0
-    for swap in PairSwapper().swaps(photos, pairs):
+    flagged, not_swapped = 0, []
+    swapper = PairSwapper()
+    for source, target in pairs:
+        swap = swapper.swap(photos, source, target)
+        if swap is None:
+            not_swapped.append(f"{source} -> {target}")
+            continue
         score = swap_defects(swap.target_rgb, swap.output_rgb, swap.target_points)
         terms = score.terms
         flagged += score.flagged
@@ -133,4 +138,4 @@ def test_every_pairs_defect_score_is_printed():
             f"| {terms['band']:.3f} | {terms['patch']:.3f} |"
         )
         assert np.isfinite(score.score)
-    print(f"{flagged} of {len(pairs)} pairs flagged")
+    print(f"{flagged} of {len(pairs) - len(not_swapped)} pairs flagged; not swapped: {not_swapped or 'none'}")

@@ -62,6 +62,11 @@ def rgb_of(i420: np.ndarray) -> np.ndarray:
     return av.VideoFrame.from_ndarray(i420, format="yuv420p").to_ndarray(format="rgb24")
 
 
+class NotSwapped(RuntimeError):
+    """The chain passed the pair's target frame through: it found no face there, or the source was
+    not usable."""
+
+
 class PairSwapper:
     """Today's mesh chain with the photos uploaded once each."""
 
@@ -91,9 +96,16 @@ class PairSwapper:
         points, _ = mesh_points(frame, found.boxes[k : k + 1], found.keypoints[k : k + 1, :2], index, self.chain.mesher)
         return points[0, :, :2].numpy()
 
+    def swap(self, photos: dict[str, np.ndarray], source: str, target: str) -> PairSwap | None:
+        """One pair swapped, or None where the chain does not swap it."""
+        try:
+            return next(self.swaps(photos, [(source, target)]))
+        except NotSwapped:
+            return None
+
     def swaps(self, photos: dict[str, np.ndarray], pairs: Iterable[tuple[str, str]]) -> Iterator[PairSwap]:
-        """Each (source, target) pair of photo names swapped; a pair whose target the chain does not
-        swap raises."""
+        """Each (source, target) pair of photo names swapped; a pair the chain does not swap raises
+        NotSwapped (`swap` goes on past it)."""
         from pipeline.chain import ChainItem
 
         squares: dict[str, np.ndarray] = {}
@@ -112,5 +124,5 @@ class PairSwapper:
                 )
                 out = self.chain.run([item])[0]
             if out is None:
-                raise RuntimeError(f"{source} -> {target}: no face swapped")
+                raise NotSwapped(f"{source} -> {target}: no face swapped")
             yield PairSwap(source, target, rgb_of(squares[target]), rgb_of(out), points[target])

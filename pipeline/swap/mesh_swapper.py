@@ -2,11 +2,13 @@
 source face's appearance, with no learned swap weights.
 
 Per batch of faces (of any frames, any sessions), all on the device:
-region around each target mesh -> thin-plate-spline backward warp of the source crop onto the
-target's 468 points (followed loosely where a turned head hides them, hidden_points.py) -> masks
-(feathered oval; open eyes and mouth kept; faded where the warp stretches the source thin,
-detail.py, or reaches past the source's outline, source_skin.py) -> colour match to the target's
-skin -> multi-band blend -> the change added back to the frames.
+region around each target mesh -> thin-plate-spline backward warp of the source (its prepared
+frontal texture, source_texture.py, or its crop where it has none) onto the target's 468 points
+(followed loosely where a turned head hides them, hidden_points.py) -> masks (feathered oval;
+open eyes and mouth kept; faded where the warp stretches the source thin, detail.py, or reaches
+past the source's outline, source_skin.py) -> on a texture, whose own light was taken out, the
+target's slope of light put on (shading.py) -> colour match to the target's skin -> multi-band
+blend -> the change added back to the frames.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pipeline.swap.detail import detail_weight
 from pipeline.swap.hidden_points import hidden_on_turned_heads
 from pipeline.swap.masks import FaceMasks, face_masks
 from pipeline.swap.region import FaceRegions, add_to_frames, covering_window, face_regions, read_regions
+from pipeline.swap.shading import target_shading
 from pipeline.swap.source import SourceFace, analyse_source
 from pipeline.swap.warp import source_grid, warp_sources
 
@@ -128,7 +131,7 @@ class MeshSwapper:
                 frames.clone(), torch.zeros_like(frames[:, :1]), regions, no_masks, empty, no_grid, empty, empty
             )
 
-        images, source_points, controls = _source_batch(sources, self.device)
+        images, source_points, controls, prepared = _source_batch(sources, self.device)
         region_points = regions.to_region(points)
         base = read_regions(frames, regions, origin)
         at_controls = controls[..., None].expand(-1, -1, 2)
@@ -148,6 +151,11 @@ class MeshSwapper:
         warped, warped_skin = warp_sources(images, grid).split((3, 1), dim=1)  # the skin weight rides along
         shown = detail * warped_skin
         masks = replace(masks, alpha=masks.alpha * shown, hard=masks.hard * shown)
+        if any(
+            s.texture is not None for s in sources
+        ):  # a prepared texture has its own lighting taken out: it takes the target's
+            shading = target_shading(base, masks.skin)
+            warped = warped * torch.where(prepared[:, None, None, None], shading, torch.ones_like(shading))
         warped = match_colour(warped, base, masks.skin * warped_skin)  # not the source's backdrop
         face = base + (warped - base) * masks.hard  # nothing foreign outside the oval (scaled-up masks: a 1-2 px ramp)
         if self.blend == "multiband":
@@ -161,16 +169,21 @@ class MeshSwapper:
         return SwapResult(out, support, regions, masks, warped, grid, detail, warped_skin)
 
 
-def _source_batch(sources: list[SourceFace], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The source crops with their skin weight as a fourth channel, as one zero-padded batch
-    [N, 4, Hs, Ws], their points [N, 468, 2] and the spline's control points [N, K] (indices into
-    them)."""
-    height = max(s.image.shape[1] for s in sources)
-    width = max(s.image.shape[2] for s in sources)
+def _source_batch(
+    sources: list[SourceFace], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The source pictures (each face's prepared texture where it has one, else its crop) with
+    their skin weight as a fourth channel, as one zero-padded batch [N, 4, Hs, Ws], their points
+    [N, 468, 2], the spline's control points [N, K] (indices into them) and which are prepared
+    textures [N] bool (their lighting taken out)."""
+    drawn = [s if s.texture is None else s.texture for s in sources]
+    height = max(s.image.shape[1] for s in drawn)
+    width = max(s.image.shape[2] for s in drawn)
     images = torch.zeros(len(sources), 4, height, width, device=device)  # one allocation; copies move devices
-    for image, source in zip(images, sources):
+    for image, source in zip(images, drawn):
         image[:3, : source.image.shape[1], : source.image.shape[2]] = source.image
         image[3:, : source.skin.shape[1], : source.skin.shape[2]] = source.skin
-    points = torch.stack([s.points[:, :2].to(device, torch.float32) for s in sources])
+    points = torch.stack([s.points[:, :2].to(device, torch.float32) for s in drawn])
     controls = torch.stack([s.controls.to(device) for s in sources])
-    return images, points, controls
+    prepared = torch.tensor([s.texture is not None for s in sources], device=device)
+    return images, points, controls, prepared

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from pipeline.detect import Detections, FaceDetector
 from pipeline.landmarks import FaceMesher, boxes_from_points, crop_faces, to_frame_coords
 from pipeline.swap.source_skin import source_skin
+from pipeline.swap.source_texture import SourceTexture, prepare_texture
 from pipeline.swap.warp import spline_controls
 
 # Crop side / the larger side of the mesh's bounding box, and the crop's size in pixels.
@@ -41,6 +42,8 @@ class SourceFace:
     controls: torch.Tensor | None = None
     skin: torch.Tensor | None = None
     face_size: float | None = None
+    # the prepared texture the warp reads instead of `image` (source_texture.py; made at upload)
+    texture: SourceTexture | None = None
 
     def __post_init__(self) -> None:
         # frozen: set once, here
@@ -61,6 +64,7 @@ class SourceFace:
             moved(self.controls),
             moved(self.skin),
             self.face_size,
+            None if self.texture is None else self.texture.to(device),
         )
 
 
@@ -87,9 +91,15 @@ def mesh_points(
 
 
 def analyse_source(
-    image_rgb: np.ndarray, detector: FaceDetector, mesher: FaceMesher, *, size: int = SOURCE_SIZE
+    image_rgb: np.ndarray,
+    detector: FaceDetector,
+    mesher: FaceMesher,
+    *,
+    size: int = SOURCE_SIZE,
+    prepare: bool = True,
 ) -> SourceFace | None:
-    """The largest face of an uploaded image [H, W, 3] uint8 RGB, or None when there is none."""
+    """The largest face of an uploaded image [H, W, 3] uint8 RGB, or None when there is none.
+    prepare: also draw its clean texture (source_texture.py), which the warp then reads."""
     device = detector.device
     upright = _upright_largest_face(image_rgb, detector)
     if upright is None:
@@ -120,9 +130,14 @@ def analyse_source(
     image = F.interpolate(image, size=(size, size), mode="bilinear", align_corners=False, antialias=side > size)[0]
     image, in_photo = image.clamp(0.0, 1.0).split((3, 1))
     crop_points = ((xy - torch.tensor([x0, y0], device=device, dtype=xy.dtype)) * (size / side)).contiguous()
+    depth = points[0, :, 2:3] * (size / side)  # FaceMesh's depth, in the crop's pixels like x and y
     face_size = float((high - low).amax())
     return SourceFace(
-        image.contiguous(), crop_points, skin=source_skin(crop_points, size, in_photo, image), face_size=face_size
+        image.contiguous(),
+        crop_points,
+        skin=source_skin(crop_points, size, in_photo, image),
+        face_size=face_size,
+        texture=prepare_texture(image, torch.cat((crop_points, depth), dim=1), in_photo) if prepare else None,
     )
 
 

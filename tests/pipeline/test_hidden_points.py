@@ -91,7 +91,9 @@ def test_the_warp_of_a_turned_head_folds_less_when_it_follows_hidden_points_loos
     without it (all followed exactly)."""
     detector, mesher = models
     points, frame = mesh_of(photo_rgb("45-m7-di-ph.jpg"), models)
-    source = analyse_source(face_rgb("biden.jpg"), detector, mesher)
+    # the photo's crop: its far side foreshortened as the fold this measures needs (the frontal
+    # texture folds far less either way: 0.026 against 0.000)
+    source = analyse_source(face_rgb("biden.jpg"), detector, mesher, prepare=False)
     swapper = MeshSwapper(torch.device("cpu"))
     frames = frame.permute(0, 3, 1, 2).float() / 255
     index = torch.zeros(1, dtype=torch.long)

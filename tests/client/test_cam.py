@@ -28,8 +28,8 @@ from client.cam.status_line import status_text
 from client.cam.virtual_camera import LOOPBACK_HINT, VirtualCamera
 from client.facefuse_client import FacefuseClient
 from client.image_track import ImageTrack
-from client.still_picture import top_at_aspect
 from signaling.app_keys import FACES, SESSIONS
+from support.face_clip import face_clip
 from support.face_identity import similarity
 from support.metering import ADMIN, create_account, metered_settings
 from support.server import REPO_ROOT, face_path, face_rgb, free_port, loopback_settings, running_server, wait_until
@@ -74,20 +74,6 @@ def recorder():
         pyvirtualcam.camera.BACKENDS.pop(RECORDER, None)
 
 
-def face_video(path: Path, name: str = "obama.jpg", seconds: float = 2.0, fps: int = 15) -> Path:
-    """A short H.264 file of a real face photo, framed as a webcam frames a face (640x480)."""
-    picture = av.VideoFrame.from_ndarray(top_at_aspect(face_rgb(name), 640, 480), format="rgb24")
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = 640, 480, "yuv420p"
-        for index in range(round(seconds * fps)):
-            frame = picture.reformat(format="yuv420p")
-            frame.pts = index
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))
-    return path
-
-
 def decoded_frames(path: Path) -> list[av.VideoFrame]:
     with av.open(str(path)) as container:
         return list(container.decode(video=0))
@@ -95,7 +81,7 @@ def decoded_frames(path: Path) -> list[av.VideoFrame]:
 
 @pytest.mark.slow
 async def test_the_virtual_camera_gets_the_swapped_face_and_the_file_plays(recorder, tmp_path):
-    video = face_video(tmp_path / "obama.mkv")
+    video = face_clip(tmp_path / "obama.mkv")
     async with running_server(loopback_settings("mesh")) as (url, app):
         stop = asyncio.Event()
         options = CamOptions(
@@ -131,7 +117,7 @@ async def test_the_virtual_camera_gets_the_swapped_face_and_the_file_plays(recor
 
 
 async def test_ctrl_c_deletes_both_sessions_and_the_output_file_plays(tmp_path):
-    video = face_video(tmp_path / "obama.mkv")
+    video = face_clip(tmp_path / "obama.mkv")
     output = tmp_path / "out.mkv"
     async with running_server(loopback_settings()) as (url, app):
         command = [sys.executable, "-m", "signaling.cli", "cam", "--server", url, "--input", str(video)]
@@ -159,7 +145,7 @@ async def test_ctrl_c_deletes_both_sessions_and_the_output_file_plays(tmp_path):
 
 
 async def test_a_bad_token_and_an_empty_balance_are_said_before_anything_streams(tmp_path):
-    video = face_video(tmp_path / "obama.mkv", seconds=0.5)
+    video = face_clip(tmp_path / "obama.mkv", seconds=0.5)
     async with running_server(metered_settings(None)) as (url, app):
         async with FacefuseClient(url, api_key=ADMIN) as admin:
             broke = await create_account(admin, "broke", balance=0)
@@ -172,7 +158,7 @@ async def test_a_bad_token_and_an_empty_balance_are_said_before_anything_streams
 
 
 async def test_an_unknown_face_and_a_missing_photo_are_said(tmp_path):
-    video = face_video(tmp_path / "obama.mkv", seconds=0.5)
+    video = face_clip(tmp_path / "obama.mkv", seconds=0.5)
     async with running_server(loopback_settings()) as (url, app):
         options = CamOptions(server=url, face="no-such-face", input=str(video), output=tmp_path / "o.mkv")
         with pytest.raises(CamError, match="no face 'no-such-face' on this server"):
@@ -226,7 +212,7 @@ def test_an_unknown_camera_backend_lists_the_known_ones(recorder):
 
 
 async def test_a_server_that_does_not_answer_is_one_line(tmp_path):
-    video = face_video(tmp_path / "obama.mkv", seconds=0.5)
+    video = face_clip(tmp_path / "obama.mkv", seconds=0.5)
     nobody = f"http://127.0.0.1:{free_port()}"
     options = CamOptions(server=nobody, face=str(face_path("biden.jpg")), input=str(video), output=tmp_path / "o.mkv")
     with pytest.raises(CamError, match=f"no answer from {nobody}"):
@@ -265,7 +251,7 @@ def test_the_cam_flags_cost_the_command_line_no_imports_but_their_own():
 
 async def test_a_session_the_server_ends_is_said_with_its_reason_and_exits_1(tmp_path):
     """Here another publisher takes the stream name: the server ends the camera's session ("replaced")."""
-    video = face_video(tmp_path / "obama.mkv")
+    video = face_clip(tmp_path / "obama.mkv")
     said = io.StringIO()
     async with running_server(loopback_settings()) as (url, app):
         options = CamOptions(server=url, face=str(face_path("biden.jpg")), input=str(video), output=tmp_path / "o.mkv")
@@ -286,7 +272,7 @@ async def test_a_session_the_server_ends_is_said_with_its_reason_and_exits_1(tmp
 
 
 async def test_tokens_running_out_mid_stream_ends_the_run_and_says_to_top_up(tmp_path):
-    video = face_video(tmp_path / "obama.mkv")
+    video = face_clip(tmp_path / "obama.mkv")
     said = io.StringIO()
     settings = metered_settings(None, lease_s=1.0, slow_below_s=0.5, crawl_below_s=0.2, grace_s=1.0)
     async with running_server(settings) as (url, app):

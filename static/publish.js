@@ -166,29 +166,6 @@
     }
   }
 
-  // VP8 first: the server decodes VP8 and baseline H.264 only, and a browser's first H.264 may be
-  // another profile. The others stay, in the browser's order, for the server to pass over.
-  function preferVp8(transceiver) {
-    if (!("setCodecPreferences" in transceiver) || !window.RTCRtpSender.getCapabilities) return;
-    const codecs = RTCRtpSender.getCapabilities("video").codecs;
-    const vp8 = codecs.filter((codec) => codec.mimeType.toLowerCase() === "video/vp8");
-    transceiver.setCodecPreferences([...vp8, ...codecs.filter((codec) => !vp8.includes(codec))]);
-  }
-
-  function waitForIceGathering(pc, timeoutMs) {
-    if (pc.iceGatheringState === "complete") return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        pc.removeEventListener("icegatheringstatechange", onChange);
-        resolve();
-      };
-      const onChange = () => pc.iceGatheringState === "complete" && done();
-      const timer = setTimeout(done, timeoutMs); // what was gathered by then goes in the offer
-      pc.addEventListener("icegatheringstatechange", onChange);
-    });
-  }
-
   async function goLive() {
     if (state.pc) return;
     const name = ui.streamName.value.trim();
@@ -226,12 +203,13 @@
       });
       pc.addEventListener("connectionstatechange", () => connectionChanged(pc));
       const [videoTrack] = media.getVideoTracks();
-      preferVp8(pc.addTransceiver(videoTrack, { direction: "sendrecv", streams: [media] }));
+      // VP8 first: the server decodes VP8 and baseline H.264 only, and a browser's first H.264 may be another profile
+      facefuseOffer.preferVp8(pc.addTransceiver(videoTrack, { direction: "sendrecv", streams: [media] }), "send");
       for (const track of media.getAudioTracks()) pc.addTransceiver(track, { direction: "sendonly", streams: [media] });
 
       setStatus("Connecting to the server…", "busy");
       await pc.setLocalDescription(await pc.createOffer());
-      await waitForIceGathering(pc, ICE_GATHERING_TIMEOUT_MS);
+      await facefuseOffer.waitForIceGathering(pc, ICE_GATHERING_TIMEOUT_MS);
       if (state.pc !== pc) return; // stopped meanwhile
 
       const query = state.faceId ? `?face_id=${encodeURIComponent(state.faceId)}` : "";

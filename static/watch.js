@@ -63,28 +63,6 @@
 
   // ---- one connection -------------------------------------------------------------------
 
-  // VP8 first: every viewer costs the server an encoder, and VP8 is its cheapest.
-  function preferVp8(transceiver) {
-    if (!("setCodecPreferences" in transceiver) || !window.RTCRtpReceiver.getCapabilities) return;
-    const codecs = RTCRtpReceiver.getCapabilities("video").codecs;
-    const vp8 = codecs.filter((codec) => codec.mimeType.toLowerCase() === "video/vp8");
-    transceiver.setCodecPreferences([...vp8, ...codecs.filter((codec) => !vp8.includes(codec))]);
-  }
-
-  function waitForIceGathering(pc) {
-    if (pc.iceGatheringState === "complete") return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        pc.removeEventListener("icegatheringstatechange", onChange);
-        resolve();
-      };
-      const onChange = () => pc.iceGatheringState === "complete" && done();
-      const timer = setTimeout(done, ICE_GATHERING_TIMEOUT_MS); // what was gathered by then goes in the offer
-      pc.addEventListener("icegatheringstatechange", onChange);
-    });
-  }
-
   // RFC 9725's Link headers: <url>; rel="ice-server"; username="..."; credential="...". Used from
   // the next connection on (this one's offer went out without them): a network where only TURN
   // gets through plays from the first retry.
@@ -167,7 +145,8 @@
     watch.attempts += 1;
     if (watch.state === "starting") setState("connecting");
 
-    preferVp8(pc.addTransceiver("video", { direction: "recvonly" }));
+    // VP8 first: every viewer costs the server an encoder, and VP8 is its cheapest
+    facefuseOffer.preferVp8(pc.addTransceiver("video", { direction: "recvonly" }), "receive");
     pc.addTransceiver("audio", { direction: "recvonly" });
     pc.addEventListener("track", (event) => {
       if (current !== attempt) return;
@@ -183,7 +162,7 @@
     let response;
     try {
       await pc.setLocalDescription(await pc.createOffer());
-      await waitForIceGathering(pc);
+      await facefuseOffer.waitForIceGathering(pc, ICE_GATHERING_TIMEOUT_MS);
       if (current !== attempt) return;
       response = await fetch(whepUrl, {
         method: "POST",

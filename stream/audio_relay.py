@@ -24,6 +24,9 @@ MAX_DELAY_S = 2.0
 MAX_PENDING_FRAMES = 2 * int(MAX_DELAY_S / 0.020)
 # A viewer's queue: 0.5 s of 20 ms frames; past it its oldest go.
 VIEWER_QUEUE_FRAMES = 25
+# How often the delay is worked out again (it reads percentiles of the video's recent frames):
+# it follows seconds-long windows, so 50 times a second would be work for nothing.
+DELAY_REFRESH_S = 0.5
 
 
 class RelayedAudioTrack(MediaStreamTrack):
@@ -67,6 +70,8 @@ class AudioRelay:
         self._tracks: set[RelayedAudioTrack] = set()
         self._pending: deque[tuple[float, av.AudioFrame]] = deque(maxlen=MAX_PENDING_FRAMES)
         self._arrived = asyncio.Event()
+        self._delay = 0.0
+        self._delay_at = float("-inf")
         self.has_source = False
 
     def subscribe(self) -> RelayedAudioTrack:
@@ -87,8 +92,10 @@ class AudioRelay:
                     return
                 if not self._tracks:
                     continue
-                delay = min(max(self._delay_s(), 0.0), MAX_DELAY_S)
-                self._pending.append((time.monotonic() + delay, frame))
+                now = time.monotonic()
+                if now - self._delay_at >= DELAY_REFRESH_S:
+                    self._delay, self._delay_at = min(max(self._delay_s(), 0.0), MAX_DELAY_S), now
+                self._pending.append((now + self._delay, frame))
                 self._arrived.set()
         finally:
             release.cancel()

@@ -6,32 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import av
 import numpy as np
 import torch
 
+from support.pair_swaps import FRAME_INTERVAL_S, FRAMES, different_people, rgb_of, square_frame
 from support.photos import PEOPLE, face_rgb
 
-SIZE = 480
-FRAMES = 3  # of the target, per pair: the last is judged
-FRAME_INTERVAL_S = 1 / 30  # media times as a 30 fps camera's: the smoothing measures time by them
-
-
-def square_frame(rgb: np.ndarray) -> np.ndarray:
-    """The top square of a portrait (where the face is), SIZExSIZE, as I420."""
-    height, width = rgb.shape[:2]
-    side = min(height, width)
-    top = np.ascontiguousarray(rgb[:side, (width - side) // 2 : (width - side) // 2 + side])
-    return av.VideoFrame.from_ndarray(top, format="rgb24").reformat(SIZE, SIZE, format="yuv420p").to_ndarray()
-
-
-def rgb_of(i420: np.ndarray) -> np.ndarray:
-    return av.VideoFrame.from_ndarray(i420, format="yuv420p").to_ndarray(format="rgb24")
-
-
-def different_people() -> list[tuple[str, str]]:
-    """Every ordered (source, target) pair of photos of two different people."""
-    return [(source, target) for source in PEOPLE for target in PEOPLE if PEOPLE[source] != PEOPLE[target]]
+__all__ = ["rgb_of", "square_frame", "swap_outputs"]  # the frame helpers, for the tests that judge these outputs
 
 
 def swap_outputs() -> Iterator[tuple[str, str, np.ndarray]]:
@@ -49,7 +30,7 @@ def swap_outputs() -> Iterator[tuple[str, str, np.ndarray]]:
         for name in PEOPLE
     }
     frames = {name: square_frame(face_rgb(name)) for name in PEOPLE}
-    for source, target in different_people():
+    for source, target in different_people(PEOPLE):
         for frame in range(FRAMES):
             item = ChainItem(
                 f"{source}->{target}", frames[target], {"face_id": ids[source]}, time=frame * FRAME_INTERVAL_S

@@ -1,10 +1,13 @@
 """Per-receiver latency tuning for aiortc's RTCRtpReceiver.
 
-aiortc exposes no knobs for its receive path, so we swap three private
-objects on one receiver instance (nothing global is patched; the private
-accesses themselves are in aiortc_internals.receiver):
+aiortc exposes no knobs for its receive path, so we swap private objects on
+one receiver instance (nothing global is patched; the private accesses
+themselves are in aiortc_internals.receiver):
 
-- the jitter buffer, for MarkerJitterBuffer (release on the RTP marker bit);
+- an audio receiver's jitter buffer, for ArrivalJitterBuffer (each packet on
+  at once: the audio is only relayed, the viewer's player buffers it);
+- a video receiver's jitter buffer, for MarkerJitterBuffer (release on the
+  RTP marker bit);
 - the track's frame queue, for a drop-oldest bounded queue (latest wins);
 - the decoder input queue, for one that drops a backlog and asks for a
   keyframe instead of growing without limit.
@@ -27,6 +30,7 @@ from typing import Any
 from aiortc import RTCRtpReceiver
 
 from stream.aiortc_internals import (
+    ArrivalJitterBuffer,
     MarkerJitterBuffer,
     decoder_error_event,
     jitter_buffer,
@@ -52,7 +56,7 @@ def tune_receiver(
     max_encoded_frames: int = 60,
     admit: Callable[[Any], bool] | None = None,
 ) -> None:
-    """Tune one video receiver; audio receivers are left untouched.
+    """Tune one receiver: a video one's jitter buffer and queues; an audio one's jitter buffer only.
 
     `admit` ((codec, encoded frame) -> bool), when given, sees each encoded frame before the
     decoder does; frames it refuses are dropped (decode_size_limit.DecodeSizeLimit).
@@ -62,13 +66,7 @@ def tune_receiver(
     has already started (its decoder thread holds the old queues by then, so
     swapping them would silently do nothing).
     """
-    kind = receiver_kind(receiver)
-    if kind != "video":
-        # Bounding an audio queue to a couple of frames would chop the sound.
-        logger.debug("leaving %s receiver untouched", kind)
-        return
-
-    if isinstance(jitter_buffer(receiver), MarkerJitterBuffer):
+    if isinstance(jitter_buffer(receiver), (MarkerJitterBuffer, ArrivalJitterBuffer)):
         # already tuned (e.g. called again on renegotiation): nothing to do
         return
 
@@ -76,6 +74,12 @@ def tune_receiver(
         raise RuntimeError(
             "tune_receiver() must run before the receiver starts: call it right after pc.setRemoteDescription()"
         )
+
+    if receiver_kind(receiver) == "audio":
+        # Its queues stay aiortc's: bounding them to a couple of frames would chop the sound.
+        set_jitter_buffer(receiver, ArrivalJitterBuffer())
+        logger.debug("tuned audio receiver: each packet handed on as it arrives")
+        return
 
     set_jitter_buffer(receiver, MarkerJitterBuffer(capacity=VIDEO_JITTER_CAPACITY, is_video=True))
     set_decoder_queue(

@@ -52,10 +52,6 @@ CLOSED_NOTICE_S = 0.5
 STOP_WORK_LIMIT_S = 2.0
 TELL_CLIENT_LIMIT_S = CLOSED_NOTICE_S + 1.0
 CLOSE_PEER_LIMIT_S = 2 * PEER_CLOSE_TIMEOUT_S + 1.0
-# aiortc's receiver hands on an audio packet once 4 newer ones have arrived (its jitter buffer's
-# prefetch=4): the session's audio is 4 Opus packets of 20 ms late already, where its video is
-# released on the marker bit at once (receiver_tuning.py). Measured: tests/e2e/test_av_sync.py.
-AUDIO_RECEIVE_LAG_S = 4 * 0.020
 
 
 class Session:
@@ -247,7 +243,9 @@ class Session:
         latency_s, encode_s = self.stats.latency_s(), self.video_out.encode_s()
         if latency_s is None:  # no video sent yet: nothing to be in sync with
             return 0.0
-        return latency_s + (encode_s or 0.0) - AUDIO_RECEIVE_LAG_S
+        # Both kinds leave the receiver as they arrive (receiver_tuning.py): the audio waits for
+        # exactly the video's time in the server. Measured: tests/e2e/test_av_sync.py.
+        return latency_s + (encode_s or 0.0)
 
     # -- the meter and the client's commands -----------------------------------------------
     def _set_fps_cap(self, fps_cap: float | None) -> None:

@@ -16,6 +16,10 @@ The changes, and why each exists:
   marker-bit release (docs/architecture.md has the figures behind each change). It also drops
   padding-only frames: Chrome sends them, and an empty packet given to PyAV's decoder means
   "flush", after which the stream dies silently.
+- Audio receiver jitter buffer -> ArrivalJitterBuffer (audio_jitter_buffer.py; set by
+  stream/receiver_tuning.py). aiortc holds each audio packet until four newer ones arrived (80 ms);
+  a server that relays the audio needs none of it (the viewer's player buffers), and the relay's
+  delay could not make up for it when the chain is faster than 80 ms.
 - Receiver decoder queue -> stream.bounded_queues.DecoderInputQueue (receiver.py). aiortc's is
   unbounded: a slow decoder turned into ever-growing latency (7.5 s after 15 s). Ours drops a
   backlog and sets the receiver's decoder-error event, which aiortc turns into a PLI (a fresh
@@ -55,6 +59,7 @@ from .versions import check_installed_versions
 check_installed_versions()
 
 # The submodules import aiortc's internals: only once the versions are known to match.
+from .audio_jitter_buffer import ArrivalJitterBuffer  # noqa: E402
 from .encoder import FastH264Encoder, negotiated_codecs, sender_encoder, set_sender_encoder  # noqa: E402
 from .ice import (  # noqa: E402
     advertised_as,
@@ -85,6 +90,7 @@ from .touched import TOUCHED, Touched  # noqa: E402
 
 __all__ = [
     "TOUCHED",
+    "ArrivalJitterBuffer",
     "FastH264Encoder",
     "MarkerJitterBuffer",
     "MediaDescription",

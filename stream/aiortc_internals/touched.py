@@ -25,7 +25,7 @@ _RECEIVER = "aiortc.rtcrtpreceiver.RTCRtpReceiver"
 _ICE = "aioice.ice.Connection"
 
 TOUCHED: tuple[Touched, ...] = (
-    # receive path (receiver.py, jitter_buffer.py)
+    # receive path (receiver.py, jitter_buffer.py, audio_jitter_buffer.py)
     Touched(_RECEIVER, "_RTCRtpReceiver__jitter_buffer", "instance"),
     Touched(_RECEIVER, "_RTCRtpReceiver__decoder_queue", "instance"),
     Touched(_RECEIVER, "_RTCRtpReceiver__decoder_error", "instance"),
@@ -41,6 +41,7 @@ TOUCHED: tuple[Touched, ...] = (
     Touched("aiortc.jitterbuffer.JitterBuffer", "_origin", "instance"),
     Touched("aiortc.jitterbuffer.JitterBuffer", "_packets", "instance"),
     Touched("aiortc.jitterbuffer.JitterBuffer", "_prefetch", "instance"),
+    Touched("aiortc.utils", "uint16_add", "module"),
     # send path (encoder.py, rtcp.py)
     Touched("aiortc.rtcrtptransceiver.RTCRtpTransceiver", "_codecs", "instance"),
     Touched("aiortc.rtcrtpsender.RTCRtpSender", "_RTCRtpSender__encoder", "instance"),

@@ -11,6 +11,7 @@ from aiortc.rtcrtpparameters import RTCRtpCodecParameters, RTCRtpReceiveParamete
 from aiortc.rtcrtpreceiver import RemoteStreamTrack, RTCRtpReceiver
 
 from stream.aiortc_internals import (
+    ArrivalJitterBuffer,
     MarkerJitterBuffer,
     decoder_error_event,
     decoder_queue,
@@ -60,12 +61,13 @@ async def test_video_receiver_objects_swapped(dtls: RTCDtlsTransport) -> None:
     assert frames.max_frames == 3
 
 
-async def test_audio_receiver_untouched(dtls: RTCDtlsTransport) -> None:
+async def test_audio_receiver_gets_the_arrival_buffer_and_keeps_its_queues(dtls: RTCDtlsTransport) -> None:
     receiver = make_receiver("audio", dtls)
-    before = jitter_buffer(receiver)
+    frames = track_queue(receiver.track)
     tune_receiver(receiver)
-    assert jitter_buffer(receiver) is before
-    assert type(track_queue(receiver.track)) is not LatestFramesQueue
+    assert isinstance(jitter_buffer(receiver), ArrivalJitterBuffer)
+    assert track_queue(receiver.track) is frames  # bounded to a few frames, the sound would chop
+    assert not isinstance(decoder_queue(receiver), DecoderInputQueue)
 
 
 async def test_receiver_without_track_gets_buffers_only(

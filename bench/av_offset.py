@@ -2,7 +2,8 @@
 
 The clip is tests/support/av_clip.py's: once a second a flash and a click captured on one clock,
 each video frame stamped with its index; its SyncMeter tells how late each kind arrives. Peer to
-peer is the reference: what aiortc's own buffering does to each kind with no server between.
+peer is the reference: what the receiving end's own buffering does to each kind with no server
+between (received as the WHEP viewer receives, so the two differ only by the server).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from waits import wait_for
 
 from stream.ice import refuse_outside_checks, restrict_gathering, rtc_configuration
 from stream.peer_close import close_peer
+from stream.receiver_tuning import tune_receiver
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.av_clip import CaptureClock, ClickTrack, FlashTrack, SyncMeter  # noqa: E402 (the tests' clip)
@@ -88,6 +90,8 @@ async def peer_to_peer(clicks: int, round_number: int) -> AvRun:
     try:
         refuse_outside_checks(receiver, LOOPBACK)
         await receiver.setRemoteDescription(sender.localDescription)
+        for transceiver in receiver.getTransceivers():  # receiving as the WHEP viewer does
+            tune_receiver(transceiver.receiver)
         await restrict_gathering(receiver, LOOPBACK)
         await receiver.setLocalDescription(await receiver.createAnswer())
         await sender.setRemoteDescription(receiver.localDescription)

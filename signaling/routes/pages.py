@@ -1,6 +1,7 @@
 """The pages a streamer opens besides the camera page: /watch/{stream} (a WHEP player for OBS's
-Browser Source) and /publish (a WHIP publisher in the browser). Each is a static file; the page
-itself talks to /whep and /whip, so credentials stay in request headers."""
+Browser Source), /publish (a WHIP publisher in the browser) and /dashboard (the streamer's and the
+operator's live view, docs/dashboard.md). Each is a static file; the page itself talks to the API,
+so credentials stay in request headers."""
 
 from __future__ import annotations
 
@@ -26,3 +27,8 @@ async def watch(request: web.Request) -> web.FileResponse:
 @routes.get("/publish")
 async def publish(request: web.Request) -> web.FileResponse:
     return _page(request, "publish.html")
+
+
+@routes.get("/dashboard")
+async def dashboard(request: web.Request) -> web.FileResponse:
+    return _page(request, "dashboard.html")

@@ -1,0 +1,264 @@
+// The operator's view (signed in with the admin key): this node's readiness, scheduler, chain
+// stages, memory and quota store; every session on the node with its account; the accounts by
+// burn rate; and the operator's actions: end a session, credit an account, create an account.
+"use strict";
+
+(() => {
+  const ns = window.facefuseDashboard;
+  const { format, setText, setData } = ns;
+  const byId = (id) => document.getElementById(id);
+  const ENDED_KEEP_MS = 30000; // an ended session's row stays, marked ended, this long
+
+  // crypto.randomUUID exists in secure contexts only (https, or 127.0.0.1); a LAN address over
+  // plain http still gets a random key, from getRandomValues.
+  function idempotencyKey() {
+    if (crypto.randomUUID) return crypto.randomUUID();
+    return Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) => byte.toString(16).padStart(2, "0")).join("");
+  }
+
+  function cellsOf(row, names, numeric = []) {
+    const cells = {};
+    for (const name of names) {
+      const cell = row.insertCell();
+      if (numeric.includes(name)) cell.className = "num";
+      cells[name] = cell;
+    }
+    return cells;
+  }
+
+  function button(text, className = "quiet") {
+    const element = document.createElement("button");
+    element.type = "button";
+    element.className = className;
+    element.textContent = text;
+    return element;
+  }
+
+  class OperatorView {
+    constructor() {
+      this.series = new ns.SeriesStore();
+      this.plot = null;
+      this.tiers = new Map(); // account id -> tier, from the snapshot's accounts
+      this.stages = new ns.KeyedList(byId("stage-rows"), {
+        create: (key) => {
+          const node = document.createElement("tr");
+          const cells = cellsOf(node, ["name", "ms"], ["ms"]);
+          setText(cells.name, key);
+          return { node, cells };
+        },
+        update: (entry, [, ms]) => setText(entry.cells.ms, format.number(ms, 2)),
+      });
+      this.sessions = new ns.KeyedList(byId("op-session-rows"), {
+        create: (key) => this.createSessionRow(key),
+        update: (entry, session) => this.updateSessionRow(entry, session),
+        ended: (entry) => this.markEnded(entry),
+        keepEndedMs: ENDED_KEEP_MS,
+      });
+      this.accounts = new ns.KeyedList(byId("account-rows"), {
+        create: (key) => this.createAccountRow(key),
+        update: (entry, account) => this.updateAccountRow(entry, account),
+      });
+      byId("create-form").addEventListener("submit", (event) => {
+        event.preventDefault();
+        this.createAccount();
+      });
+      byId("created-copy").addEventListener("click", () => {
+        navigator.clipboard.writeText(byId("created-key").textContent).catch(() => {});
+      });
+    }
+
+    show(snapshot) {
+      const node = snapshot.node || {};
+      this.tiers = new Map((node.accounts || []).map((account) => [account.id, account.tier]));
+      this.showNode(node, snapshot.t);
+      const sessions = snapshot.sessions || [];
+      this.sessions.sync(sessions, (session) => session.session_id);
+      setText(byId("node-sessions-count"), `(${sessions.length})`);
+      this.accounts.sync(node.accounts || [], (account) => account.id, { ordered: true });
+      this.series.forgetStale(snapshot.t);
+    }
+
+    showNode(node, t) {
+      const ready = byId("node-ready");
+      setText(ready, node.ready ? "ready" : "not ready");
+      setData(ready, "ok", Boolean(node.ready));
+      setText(byId("node-status"), node.status || format.DASH);
+      setText(byId("node-chain"), `${node.chain || format.DASH} on ${node.device || format.DASH}`);
+      const store = node.quota_store || {};
+      setText(byId("node-store"), store.ok ? `answering, ${format.ms(store.rtt_ms)} round trip` : "NOT answering: balances may be stale");
+      setData(byId("node-store"), "ok", Boolean(store.ok));
+      const memory = node.memory || {};
+      const device = format.known(memory.device_bytes)
+        ? `, device ${format.bytes(memory.device_bytes)} (peak ${format.bytes(memory.device_peak_bytes)})`
+        : "";
+      setText(byId("node-memory"), `resident ${format.bytes(memory.resident_bytes)}${device}`);
+      const scheduler = node.scheduler || {};
+      const sizes = Object.entries(scheduler.batch_sizes || {}).map(([size, count]) => `${size}×${count}`);
+      setText(byId("node-batches"), sizes.length ? sizes.join(" · ") : "none yet");
+      const queue = scheduler.queue_wait_ms || {};
+      const chain = scheduler.chain_ms || {};
+      setText(byId("node-queue"), format.pair(queue.p50, queue.p99, " ms"));
+      setText(byId("node-chain-ms"), format.pair(chain.p50, chain.p99, " ms"));
+      setText(byId("node-frames"), `${scheduler.frames ?? format.DASH}, ${scheduler.failed_frames ?? format.DASH} failed`);
+      this.stages.sync(Object.entries(node.chain_stages_ms || {}), ([name]) => name, { ordered: true });
+      const series = this.series.push("node", t, chain.p50, queue.p50);
+      if (!this.plot) {
+        this.plot = new ns.LivePlot(
+          byId("node-plot"),
+          [
+            { label: "chain p50", stroke: "#1f5fbf" },
+            { label: "queue wait p50", stroke: "#8a5a00" },
+          ],
+          { height: 120, minTop: 10, timeLabels: true },
+        );
+      }
+      this.plot.update(series);
+    }
+
+    // ---- sessions ---------------------------------------------------------------------
+
+    createSessionRow(key) {
+      const node = document.createElement("tr");
+      node.dataset.session = key;
+      const cells = cellsOf(node, ["id", "account", "tier", "state", "fps", "latency", "video", "throttle"], ["fps", "latency"]);
+      setText(cells.id, format.shortId(key));
+      cells.id.title = key;
+      const end = button("End", "quiet danger");
+      const entry = { node, cells, end };
+      ns.confirmClick(end, "Really end?", () => this.endSession(entry));
+      node.insertCell().appendChild(end);
+      return entry;
+    }
+
+    updateSessionRow(entry, s) {
+      const { cells } = entry;
+      entry.session = s;
+      setData(entry.node, "state", s.state);
+      setText(cells.account, s.account_id || format.DASH);
+      setText(cells.tier, this.tiers.get(s.account_id) || format.DASH);
+      setText(cells.state, s.state);
+      setText(cells.fps, format.pair(s.fps_in, s.fps_out));
+      const latency = s.latency_ms || {};
+      setText(cells.latency, format.pair(latency.p50, latency.p99, " ms"));
+      setText(cells.video, s.width ? `${s.width}×${s.height} ${s.codec || ""}`.trim() : format.DASH);
+      const throttle = s.throttle;
+      setText(cells.throttle, throttle && throttle.level ? `${throttle.level}: ${throttle.reason || ""}` : "full rate");
+      entry.end.disabled = ["closing", "closed"].includes(s.state);
+    }
+
+    markEnded(entry) {
+      setData(entry.node, "state", "ended");
+      setText(entry.cells.state, "ended");
+      entry.end.disabled = true;
+    }
+
+    async endSession(entry) {
+      entry.end.disabled = true;
+      try {
+        await ns.api.request("DELETE", `/api/sessions/${encodeURIComponent(entry.session.session_id)}`);
+      } catch (error) {
+        if (error.status === 404) this.markEnded(entry);
+        else setText(byId("accounts-message"), ns.api.sentence(`end session ${format.shortId(entry.session.session_id)}`, error));
+        entry.end.disabled = error.status === 404;
+      }
+    }
+
+    // ---- accounts ---------------------------------------------------------------------
+
+    createAccountRow(key) {
+      const node = document.createElement("tr");
+      node.dataset.account = key;
+      const cells = cellsOf(node, ["id", "tier", "balance", "burn", "sessions"], ["balance", "burn", "sessions"]);
+      const history = button(key, "link");
+      history.title = "Show this account's history";
+      history.addEventListener("click", () => this.showHistory(key));
+      cells.id.appendChild(history);
+      const credit = node.insertCell();
+      const amount = document.createElement("input");
+      amount.type = "number";
+      amount.min = "0";
+      amount.step = "any";
+      amount.placeholder = "tokens";
+      amount.setAttribute("aria-label", `tokens to credit to ${key}`);
+      const go = button("Credit");
+      go.addEventListener("click", () => this.credit(key, amount, go));
+      credit.append(amount, go);
+      return { node, cells };
+    }
+
+    updateAccountRow(entry, account) {
+      const { cells } = entry;
+      setText(cells.tier, account.tier);
+      setText(cells.balance, format.number(account.balance, 2));
+      setText(cells.burn, format.rate(account.burn_rate));
+      setText(cells.sessions, account.active_sessions);
+    }
+
+    async credit(accountId, input, go) {
+      const amount = Number(input.value);
+      const message = byId("accounts-message");
+      if (!(amount > 0)) {
+        setText(message, "Type how many tokens to credit (a number above 0).");
+        return;
+      }
+      go.disabled = true;
+      try {
+        // a fresh key per click: a retry of this same request by the network is not credited twice
+        const account = await ns.api.request("POST", `/api/admin/accounts/${encodeURIComponent(accountId)}/credit`, {
+          amount,
+          idempotency_key: idempotencyKey(),
+        });
+        setText(message, `Credited ${amount} tokens to ${accountId}: the balance is now ${format.tokens(account.balance)}.`);
+        input.value = "";
+      } catch (error) {
+        setText(message, ns.api.sentence(`credit ${accountId}`, error));
+      } finally {
+        go.disabled = false;
+      }
+    }
+
+    async showHistory(accountId) {
+      const details = byId("account-history");
+      setText(byId("account-history-id"), accountId);
+      try {
+        const body = await ns.api.request("GET", `/api/admin/accounts/${encodeURIComponent(accountId)}`);
+        ns.historyRows(byId("account-history-rows"), body.history || []);
+        details.open = true;
+      } catch (error) {
+        setText(byId("accounts-message"), ns.api.sentence(`load ${accountId}'s history`, error));
+      }
+    }
+
+    async createAccount() {
+      const body = { tier: byId("create-tier").value.trim() || "free", balance: Number(byId("create-balance").value) || 0 };
+      const id = byId("create-id").value.trim();
+      if (id) body.id = id;
+      const message = byId("accounts-message");
+      byId("created").hidden = true;
+      try {
+        const account = await ns.api.request("POST", "/api/admin/accounts", body);
+        setText(byId("created-id"), account.id);
+        setText(byId("created-key"), account.api_key);
+        byId("created").hidden = false;
+        setText(message, "");
+        byId("create-id").value = "";
+      } catch (error) {
+        setText(message, ns.api.sentence("create the account", error));
+      }
+    }
+
+    reset() {
+      this.sessions.clear();
+      this.accounts.clear();
+      this.stages.clear();
+      this.series.clear();
+      if (this.plot) this.plot.destroy();
+      this.plot = null;
+      byId("created").hidden = true;
+      setText(byId("created-key"), "");
+      byId("account-history-rows").replaceChildren();
+    }
+  }
+
+  ns.OperatorView = OperatorView;
+})();

@@ -1,0 +1,98 @@
+// A small muted live preview of a published stream: a video-only WHEP viewer of /whep/{stream}
+// with the signed-in key (which plays the account's own streams). Offer making is shared with the
+// watch page (webrtc_offer.js). Each preview costs the server a viewer's encoder, so the page
+// opens a few at most and closes each (DELETE, not a timeout) when its stream ends or the page goes.
+"use strict";
+
+(() => {
+  const ns = (window.facefuseDashboard ||= {});
+  const ICE_GATHERING_TIMEOUT_MS = 3000;
+  const RETRY_MS = 5000; // not published yet, or the connection dropped: look again after this
+
+  class Preview {
+    constructor(video, stream) {
+      this.video = video;
+      this.stream = stream;
+      this.pc = null;
+      this.viewerUrl = null;
+      this.retryTimer = null;
+      this.stopped = false;
+      this.state = "connecting"; // connecting | playing | waiting | stopped
+    }
+
+    start() {
+      this.connect();
+      return this;
+    }
+
+    async connect() {
+      this.retryTimer = null;
+      if (this.stopped) return;
+      this.close();
+      const pc = new RTCPeerConnection();
+      this.pc = pc;
+      window.facefuseOffer.preferVp8(pc.addTransceiver("video", { direction: "recvonly" }), "receive");
+      pc.addEventListener("track", (event) => {
+        if (this.pc !== pc) return;
+        this.video.srcObject = new MediaStream([event.track]);
+        this.video.hidden = false;
+        this.video.play().catch(() => {}); // muted: autoplay is allowed
+        this.state = "playing";
+      });
+      pc.addEventListener("connectionstatechange", () => {
+        if (this.pc === pc && ["failed", "closed"].includes(pc.connectionState)) this.later();
+      });
+      try {
+        await pc.setLocalDescription(await pc.createOffer());
+        await window.facefuseOffer.waitForIceGathering(pc, ICE_GATHERING_TIMEOUT_MS);
+        if (this.pc !== pc) return;
+        const response = await fetch(`/whep/${encodeURIComponent(this.stream)}`, {
+          method: "POST",
+          headers: ns.api.headers({ "Content-Type": "application/sdp" }),
+          body: pc.localDescription.sdp,
+        });
+        if (this.pc !== pc || this.stopped) {
+          if (response.status === 201) this.deleteViewer(response.headers.get("Location"));
+          return;
+        }
+        if (response.status !== 201) {
+          this.later();
+          return;
+        }
+        this.viewerUrl = response.headers.get("Location");
+        await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
+      } catch (_) {
+        if (this.pc === pc) this.later();
+      }
+    }
+
+    later() {
+      this.close();
+      if (this.stopped || this.retryTimer) return;
+      this.state = "waiting";
+      this.retryTimer = setTimeout(() => this.connect(), RETRY_MS);
+    }
+
+    deleteViewer(url, keepalive = false) {
+      if (url) fetch(url, { method: "DELETE", headers: ns.api.headers(), keepalive }).catch(() => {});
+    }
+
+    close(keepalive = false) {
+      if (this.pc) this.pc.close();
+      this.pc = null;
+      this.deleteViewer(this.viewerUrl, keepalive);
+      this.viewerUrl = null;
+      this.video.srcObject = null;
+      this.video.hidden = true;
+    }
+
+    stop(keepalive = false) {
+      this.stopped = true;
+      this.state = "stopped";
+      clearTimeout(this.retryTimer);
+      this.close(keepalive);
+    }
+  }
+
+  ns.Preview = Preview;
+})();

@@ -22,6 +22,7 @@
 
   const streamer = new ns.StreamerView();
   const operator = new ns.OperatorView();
+  ns.views = { streamer, operator };
   let connectionProblem = "";
   let snapshotErrors = [];
 

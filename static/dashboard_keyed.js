@@ -28,7 +28,8 @@
     }
 
     // items: this snapshot's list; ordered: keep the nodes in the list's order (moved only when
-    // the order changed), else new keys are appended and the others stay where they are.
+    // the order changed), else new keys are appended and the others stay where they are. now (ms):
+    // the snapshot's server time, the clock the plots' 5-minute window keeps too.
     sync(items, keyOf, { ordered = false, now = Date.now() } = {}) {
       const seen = new Set();
       for (const item of items) {

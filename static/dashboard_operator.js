@@ -72,7 +72,7 @@
       this.tiers = new Map((node.accounts || []).map((account) => [account.id, account.tier]));
       this.showNode(node, snapshot.t);
       const sessions = snapshot.sessions || [];
-      this.sessions.sync(sessions, (session) => session.session_id);
+      this.sessions.sync(sessions, (session) => session.session_id, { now: snapshot.t * 1000 });
       setText(byId("node-sessions-count"), `(${sessions.length})`);
       this.accounts.sync(node.accounts || [], (account) => account.id, { ordered: true });
       this.series.forgetStale(snapshot.t);

@@ -52,7 +52,7 @@
       this.thumbnails.setLibrary(this.faces);
       this.showAccount(snapshot.account, t);
       const sessions = snapshot.sessions || [];
-      this.sessions.sync(sessions, (session) => session.session_id);
+      this.sessions.sync(sessions, (session) => session.session_id, { now: t * 1000 });
       setText(byId("sessions-count"), sessions.length ? `(${sessions.length})` : "");
       byId("sessions-empty").hidden = this.sessions.size > 0;
       this.streams.sync(snapshot.streams || [], (stream) => stream.stream, { ordered: true });
@@ -225,7 +225,7 @@
       } catch (error) {
         if (error.status === 404) {
           this.markEnded(entry, "This session is gone: it ended before the change reached it.");
-          entry.endedAt = entry.endedAt || Date.now();
+          entry.endedAt = entry.endedAt || this.t * 1000;
         } else {
           setText(entry.fields.message, ns.api.sentence(what, error));
         }

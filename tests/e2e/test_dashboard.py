@@ -1,0 +1,348 @@
+"""The dashboard (/dashboard) in headless Chromium against a server with accounts: a streamer signs
+in with their API key and sees a session an aiortc client starts, with the numbers the API gives,
+steers it (its face switched, which the client's data channel reports) and ends it; the balance
+shown is the account's and falls while the session runs; the operator, with the admin key, sees
+the session with its account. Screenshots of both views are taken and checked."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from client.facefuse_client import ClientSession, FacefuseClient
+from client.image_track import ImageTrack
+from support.browser import ServerProcess, chromium, chromium_flags, face_path, http_json, served, wait_for, write_y4m
+from support.loop_thread import LoopThread
+from support.server import face_rgb
+
+pytestmark = pytest.mark.browser
+
+ADMIN = "admin-key-for-the-dashboard-test"
+STREAM = "cam"
+TOKENS = re.compile(r"^\s*([\d,]+(?:\.\d+)?) tokens")
+FPS_PAIR = re.compile(r"^\s*(\d+) / (\d+)\s*$")
+
+
+@dataclass
+class Streamer:
+    server: ServerProcess
+    api_key: str
+    account_id: str
+
+    def get(self, path: str) -> dict:
+        status, body = http_json("GET", f"{self.server.base_url}{path}", token=self.api_key)
+        assert status == 200, body
+        return body
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    directory = tmp_path_factory.mktemp("dashboard")
+    # the mesh chain: it finds the face in an upload, and keeps the thumbnail the page shows
+    args = ("--admin-key", ADMIN)
+    with served(directory / "server.log", chain="mesh", extra_args=args, ready_timeout=60, stop_timeout=10) as process:
+        yield process
+
+
+def new_streamer(server: ServerProcess, account_id: str, balance: float = 500) -> Streamer:
+    status, body = http_json(
+        "POST",
+        f"{server.base_url}/api/admin/accounts",
+        body={"id": account_id, "tier": "paid", "balance": balance},
+        token=ADMIN,
+    )
+    assert status == 201, body
+    return Streamer(server, body["api_key"], account_id)
+
+
+@pytest.fixture
+def driver(tmp_path: Path):
+    clip = write_y4m(face_path("obama.jpg"), tmp_path / "camera.y4m", frames=30)
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    with chromium([*chromium_flags(clip, profile), "--window-size=1400,1100"]) as browser:
+        yield browser
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[LoopThread]:
+    thread = LoopThread()
+    try:
+        yield thread
+    finally:
+        thread.close()
+
+
+class ClientRun:
+    """An aiortc client's session (obama.jpg at 320x240, published as STREAM) run in `loop_thread`."""
+
+    def __init__(self, loop_thread: LoopThread, streamer: Streamer) -> None:
+        self.loop_thread = loop_thread
+        self.client: FacefuseClient = loop_thread.run(self._client(streamer))
+        self.session: ClientSession | None = None
+
+    @staticmethod
+    async def _client(streamer: Streamer) -> FacefuseClient:
+        return FacefuseClient(streamer.server.base_url, api_key=streamer.api_key)  # its HTTP session wants the loop
+
+    async def _upload(self, name: str) -> str:
+        return await self.client.upload_face(face_path(name).read_bytes())
+
+    def upload(self, name: str) -> str:
+        return self.loop_thread.run(self._upload(name))
+
+    async def _start(self, face_id: str) -> ClientSession:
+        track = ImageTrack(face_rgb("obama.jpg"), width=320, height=240)
+        return await self.client.connect(track, face_id=face_id, options={"stream": STREAM})
+
+    def start(self, face_id: str) -> str:
+        self.session = self.loop_thread.run(self._start(face_id))
+        return self.session.session_id
+
+    async def _events(self) -> list[dict]:
+        return list(self.session.events)
+
+    def events(self) -> list[dict]:
+        """The server's events on the session's data channel so far (read on the client's loop)."""
+        return self.loop_thread.run(self._events())
+
+    async def _close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+        await self.client.close()
+
+    def close(self) -> None:
+        self.loop_thread.run(self._close())
+
+
+@contextlib.contextmanager
+def client_run(loop_thread: LoopThread, streamer: Streamer) -> Iterator[ClientRun]:
+    run = ClientRun(loop_thread, streamer)
+    try:
+        yield run
+    finally:
+        run.close()
+
+
+# ---- the page ---------------------------------------------------------------------------------
+
+
+def sign_in(driver, server: ServerProcess, key: str, view: str) -> None:
+    driver.get(f"{server.base_url}/dashboard")
+    wait_for(lambda: page_state(driver)["view"] == "sign-in", 10, "the sign-in form")
+    driver.find_element("id", "key").send_keys(key)
+    driver.find_element("css selector", "#sign-in-form button[type=submit]").click()
+    wait_for(lambda: page_state(driver)["view"] == view, 10, f"the {view}'s view after sign-in")
+
+
+def sign_out(driver) -> None:
+    driver.find_element("id", "sign-out").click()
+    wait_for(lambda: page_state(driver)["view"] == "sign-in", 5, "back at sign-in")
+
+
+def page_state(driver) -> dict:
+    return driver.execute_script(
+        "const s = window.facefuseDashboard && window.facefuseDashboard.state;"
+        "return s ? {view: s.view, snapshots: s.snapshots, connection: s.connection} : {view: null};"
+    )
+
+
+def card_fields(driver, session_id: str) -> dict | None:
+    """The session card's shown figures by data-field (null when it is not shown)."""
+    return driver.execute_script(
+        "const card = document.querySelector(`.card[data-session='${arguments[0]}']`);"
+        "if (!card) return null;"
+        "const out = {state: card.dataset.state};"
+        "for (const el of card.querySelectorAll('[data-field]')) out[el.dataset.field] = el.textContent.trim();"
+        "const thumb = card.querySelector('img.thumb');"
+        "out.thumbFace = thumb.dataset.face || ''; out.thumbSrc = thumb.getAttribute('src') || '';"
+        "out.canvases = card.querySelectorAll('.plot canvas').length;"
+        "return out;",
+        session_id,
+    )
+
+
+def shown_balance(driver) -> float | None:
+    match = TOKENS.match(driver.find_element("id", "acc-balance").text)
+    return float(match.group(1).replace(",", "")) if match else None
+
+
+def click_twice(driver, css: str) -> None:
+    """A destructive button asks for a second click (static/dashboard_controls.js)."""
+    button = driver.find_element("css selector", css)
+    button.click()
+    wait_for(lambda: button.get_attribute("data-confirming") == "1", 2, "the button asks again")
+    button.click()
+
+
+def checked_screenshot(driver, path: Path) -> np.ndarray:
+    """Saves a screenshot of the page and returns it as RGB, after checking it is not blank."""
+    driver.save_screenshot(str(path))
+    with av.open(str(path)) as container:
+        rgb = next(container.decode(video=0)).to_ndarray(format="rgb24")
+    grey = rgb.mean(axis=2)
+    assert grey.std() > 10, f"{path.name} looks blank (grey level spread {grey.std():.1f})"
+    assert len(np.unique(rgb.reshape(-1, 3)[::97], axis=0)) > 20, f"{path.name} has almost no colours"
+    return rgb
+
+
+# ---- tests ------------------------------------------------------------------------------------
+
+
+def test_the_streamer_sees_steers_and_ends_a_live_session(server, driver, loop_thread, tmp_path):
+    streamer = new_streamer(server, "sam")
+    with client_run(loop_thread, streamer) as run:
+        first_face, second_face = run.upload("biden.jpg"), run.upload("grace_hopper.jpg")
+        sign_in(driver, server, streamer.api_key, "streamer")
+        wait_for(lambda: page_state(driver)["snapshots"] >= 1, 5, "a first snapshot")
+        assert driver.execute_script("return sessionStorage.length;") == 1, "the key is kept in the tab"
+        assert driver.execute_script("return localStorage.length;") == 0, "and nowhere else"
+
+        session_id = run.start(first_face)
+        started = time.monotonic()
+        wait_for(lambda: card_fields(driver, session_id), 2.5, "the session's card within 2 s")
+        appeared_s = time.monotonic() - started
+        print(f"\nthe session's card appeared {appeared_s:.2f} s after the offer was answered")
+        assert appeared_s <= 2.0
+
+        # the numbers are the API's: the same session, video and face, the same rates
+        fields = wait_for(
+            lambda: (f := card_fields(driver, session_id)) and f["state"] == "live" and "320×240" in f["video"] and f,
+            15,
+            "the card shows the live session's video",
+        )
+        api = streamer.get(f"/api/sessions/{session_id}")
+        assert fields["video"] == f"{api['width']}×{api['height']} {api['codec']}"
+        assert fields["stream"] == f'stream "{api["stream"]}"' and api["stream"] == STREAM
+        assert fields["thumbFace"] == api["face_id"] == first_face
+        shown_in, shown_out = map(int, FPS_PAIR.match(fields["fps"]).groups())
+        # both from the server's one-second rates, read up to a snapshot (one second) apart
+        assert abs(shown_in - api["fps_in"]) <= 3 and abs(shown_out - api["fps_out"]) <= 3, (fields["fps"], api)
+        assert fields["viewers"] == str(api["viewers"])
+
+        # the account: the balance shown is GET /api/account's, and falls while the session runs
+        account = streamer.get("/api/account")
+        balance = wait_for(lambda: shown_balance(driver), 5, "the balance shown")
+        # the snapshot may be a second older than the GET: at most a second's burn apart
+        assert abs(balance - account["balance"]) <= max(account["burn_rate"], 0.5) * 1.5 + 0.01, (balance, account)
+        wait_for(lambda: (b := shown_balance(driver)) is not None and b < balance, 10, "the balance falls")
+
+        # plots and the source face's thumbnail are drawn
+        fields = wait_for(
+            lambda: (f := card_fields(driver, session_id)) and f["thumbSrc"].startswith("blob:") and f,
+            10,
+            "the source face's thumbnail",
+        )
+        assert fields["canvases"] == 3, fields
+
+        # switching the face from the page reaches the session: its data channel says so
+        driver.find_element("css selector", f".card[data-session='{session_id}'] [data-field=face-select]").send_keys(
+            driver.execute_script(
+                "return Array.from(document.querySelectorAll(`.card[data-session='${arguments[0]}'] "
+                "[data-field=face-select] option`)).find((o) => o.value === arguments[1]).textContent;",
+                session_id,
+                second_face,
+            )
+        )
+        driver.find_element("css selector", f".card[data-session='{session_id}'] [data-action=set-face]").click()
+        wait_for(
+            lambda: any(e.get("type") == "stats" and e.get("face_id") == second_face for e in run.events()),
+            10,
+            "the client's data channel reports the new face",
+        )
+        wait_for(lambda: card_fields(driver, session_id)["thumbFace"] == second_face, 5, "the card's new face")
+
+        # the watch URL comes with a fresh view token, which the API then counts
+        tokens_before = next(s["view_tokens"] for s in streamer.get("/api/streams")["streams"] if s["stream"] == STREAM)
+        driver.find_element("id", "copy-watch").click()
+        url = wait_for(lambda: driver.find_element("id", "obs-url").get_attribute("data-url"), 5, "the watch URL")
+        assert url.startswith(f"{server.base_url}/watch/{STREAM}?token="), url
+        tokens_after = next(s["view_tokens"] for s in streamer.get("/api/streams")["streams"] if s["stream"] == STREAM)
+        assert tokens_after == tokens_before + 1
+
+        # the history lists the session with what it has cost so far
+        driver.find_element("css selector", "#history summary").click()
+        wait_for(lambda: session_id in driver.find_element("id", "history-rows").text, 5, "the session in the history")
+
+        checked_screenshot(driver, tmp_path / "dashboard-streamer.png")
+        assert driver.find_elements("css selector", "#acc-plot canvas"), "the burn rate plot"
+        assert driver.find_elements("css selector", "#face-tiles .tile img[src^='blob:']"), "the face library"
+        assert driver.find_elements("css selector", f"#stream-rows tr[data-stream='{STREAM}']"), "the stream"
+
+        # ending it from the page closes it
+        click_twice(driver, f".card[data-session='{session_id}'] [data-action=end]")
+        wait_for(
+            lambda: any(e.get("type") == "closed" and e.get("code") == "closed_by_request" for e in run.events()),
+            10,
+            "the client is told its session was closed",
+        )
+        wait_for(lambda: card_fields(driver, session_id)["state"] == "ended", 10, "the card marked ended")
+        assert streamer.get("/api/sessions")["sessions"] == []
+
+
+def test_the_operator_sees_every_session_with_its_account(server, driver, loop_thread, tmp_path):
+    streamer = new_streamer(server, "olive")
+    with client_run(loop_thread, streamer) as run:
+        session_id = run.start(run.upload("biden.jpg"))
+        sign_in(driver, server, ADMIN, "operator")
+        row = f"#op-session-rows tr[data-session='{session_id}']"
+        wait_for(lambda: driver.find_elements("css selector", row), 5, "the session listed")
+        cells_js = "return Array.from(document.querySelector(arguments[0]).cells).map((c) => c.textContent.trim());"
+        cells = wait_for(lambda: (c := driver.execute_script(cells_js, row))[3] == "live" and c, 10, "the session live")
+        assert cells[1:3] == [streamer.account_id, "paid"], cells
+        wait_for(
+            lambda: driver.find_elements("css selector", f"#account-rows tr[data-account='{streamer.account_id}']"),
+            5,
+            "the account among those by burn rate",
+        )
+        assert driver.find_element("id", "node-ready").text == "ready"
+        assert driver.find_elements("css selector", "#node-plot canvas"), "the node's plot"
+        checked_screenshot(driver, tmp_path / "dashboard-operator.png")
+
+        # credit the account: the balance the API gives rises by the amount
+        before = streamer.get("/api/account")["balance"]
+        account_row = f"#account-rows tr[data-account='{streamer.account_id}']"
+        driver.find_element("css selector", f"{account_row} input").send_keys("100")
+        driver.find_element("css selector", f"{account_row} button:not(.link)").click()
+        wait_for(lambda: "Credited 100" in driver.find_element("id", "accounts-message").text, 5, "the credit said")
+        after = streamer.get("/api/account")["balance"]
+        assert before + 100 - 5 <= after <= before + 100, (before, after)  # the session spends meanwhile
+
+        # create an account: its API key is shown once, and works
+        driver.find_element("id", "create-id").send_keys("newcomer")
+        driver.find_element("css selector", "#create-form button[type=submit]").click()
+        key = wait_for(lambda: driver.find_element("id", "created-key").text, 5, "the new account's key")
+        status, body = http_json("GET", f"{server.base_url}/api/account", token=key)
+        assert status == 200 and body["id"] == "newcomer", body
+
+        assert driver.execute_script("return sessionStorage.length;") == 1
+        sign_out(driver)
+        assert driver.execute_script("return sessionStorage.length;") == 0, "signing out forgets the key"
+
+
+def test_a_refused_key_returns_to_sign_in_with_the_reason(server, driver):
+    sign_in(driver, server, "not-a-key", "sign-in")
+    message = wait_for(lambda: driver.find_element("id", "sign-in-message").text, 5, "why the key was refused")
+    assert message.startswith("The server refused the key:"), message
+    assert driver.execute_script("return sessionStorage.length;") == 0
+
+
+def test_the_face_library_uploads_and_deletes_faces(server, driver):
+    streamer = new_streamer(server, "fay")
+    sign_in(driver, server, streamer.api_key, "streamer")
+    driver.find_element("id", "face-upload").send_keys(str(face_path("biden.jpg")))
+    tile = wait_for(lambda: driver.find_elements("css selector", "#face-tiles .tile"), 15, "the new face's tile")[0]
+    face_id = tile.get_attribute("data-face")
+    assert [face["id"] for face in streamer.get("/api/faces")["faces"]] == [face_id]
+    wait_for(lambda: tile.find_element("tag name", "img").get_attribute("src"), 5, "its thumbnail")
+    click_twice(driver, f"#face-tiles .tile[data-face='{face_id}'] button")
+    wait_for(lambda: not driver.find_elements("css selector", "#face-tiles .tile"), 5, "the tile gone")
+    assert streamer.get("/api/faces")["faces"] == []

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.exceptions import InvalidAccessError, InvalidStateError
 
-from stream.aiortc_internals import negotiated_codecs
+from stream.aiortc_internals import accept_rsa_dtls_peers, negotiated_codecs
 from stream.encoder import tune_sender
 from stream.errors import IceGatheringFailed, InvalidOffer
 from stream.ice import restrict_gathering
@@ -31,6 +31,7 @@ async def apply_offer(pc: RTCPeerConnection, offer_sdp: str, refuse_if_closed: R
 
 
 async def answer_offer(pc: RTCPeerConnection, settings: StreamSettings, refuse_if_closed: RefuseIfClosed) -> None:
+    accept_rsa_dtls_peers(pc)  # GStreamer's webrtcbin has an RSA certificate
     try:
         answer = await pc.createAnswer()
         await restrict_gathering(pc, settings.ice)

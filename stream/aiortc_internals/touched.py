@@ -54,6 +54,9 @@ TOUCHED: tuple[Touched, ...] = (
     Touched("aiortc.codecs.h264.H264Encoder", "buffer_pts", "instance"),
     Touched("aiortc.rtp", "RTCP_RTPFB_NACK", "module"),
     Touched("aiortc.rtp", "RtcpRtpfbPacket", "module"),
+    # DTLS (dtls.py)
+    Touched("aiortc.rtcpeerconnection.RTCPeerConnection", "_RTCPeerConnection__certificates", "instance"),
+    Touched("aiortc.rtcdtlstransport.RTCCertificate", "_create_ssl_context", "class"),
     # ICE (ice.py)
     Touched("aiortc.rtcicetransport", "parse_stun_turn_uri", "module"),
     Touched("aiortc.rtcicetransport.RTCIceGatherer", "_connection", "instance"),

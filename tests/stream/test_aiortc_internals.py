@@ -51,6 +51,7 @@ async def instances() -> AsyncIterator[dict[str, Callable[[], Any]]]:
     pc = RTCPeerConnection()
     transceiver = pc.addTransceiver("video")
     yield {
+        "aiortc.rtcpeerconnection.RTCPeerConnection": lambda: pc,
         "aiortc.rtcrtpreceiver.RTCRtpReceiver": lambda: transceiver.receiver,
         "aiortc.rtcrtpreceiver.RemoteStreamTrack": lambda: RemoteStreamTrack(kind="video"),
         "aiortc.rtcrtpsender.RTCRtpSender": lambda: transceiver.sender,

@@ -47,6 +47,14 @@ class FrameResult:
 Deliver = Callable[[FrameResult], None]
 
 
+@dataclass(frozen=True)
+class BatchTimes:
+    """One batch's times in seconds, for the node's metrics (BatchRunner's `on_batch`)."""
+
+    queue_waits_s: tuple[float, ...]  # each frame's: arrival at the runner -> its batch starts computing
+    chain_s: float  # the batch's compute
+
+
 @dataclass
 class _RegisteredSession:
     """What the runner keeps of a session: where its results go and the options its frames run with."""
@@ -77,7 +85,13 @@ class _StagedWork:
 
 
 class BatchRunner:
-    def __init__(self, chain: Chain, settings: PipelineSettings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        chain: Chain,
+        settings: PipelineSettings,
+        clock: Callable[[], float] = time.monotonic,
+        on_batch: Callable[[BatchTimes], None] | None = None,
+    ) -> None:
         self.chain = chain
         self.settings = settings
         self._clock = clock
@@ -98,6 +112,7 @@ class BatchRunner:
         self._stopping = False
         self._threads: list[threading.Thread] = []
         self._stats = _RunnerStats()
+        self._on_batch = on_batch  # called on the compute thread after each batch
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -281,6 +296,11 @@ class BatchRunner:
             for job in work.jobs:
                 self._policy.frame_done(job.session_id)
             self._cond.notify_all()
+        if self._on_batch is not None:
+            try:
+                self._on_batch(BatchTimes(tuple(started - job.arrived for job in work.jobs), finished - started))
+            except Exception:
+                logger.exception("the batch observer failed")
         for session, result in zip(sessions, results):
             if session is None:
                 continue  # the session ended while its frame was processed

@@ -43,6 +43,11 @@ class StageTimer:
                 self.last[name] = self.last.get(name, 0.0) + elapsed
                 self._totals[name] = self._totals.get(name, 0.0) + elapsed
 
+    def totals(self) -> tuple[int, dict[str, float]]:
+        """(batches, seconds per stage summed over them) since the start: the node's metrics."""
+        with self._lock:
+            return self._batches, {name: total / 1000 for name, total in self._totals.items()}
+
     def means(self) -> dict[str, float]:
         """Mean milliseconds per batch for each stage since the start."""
         with self._lock:

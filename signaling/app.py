@@ -19,14 +19,26 @@ from quota.meter import LateReturns
 from quota.redis_store import RedisStore
 from quota.settings import default_node_id
 from quota.store import QuotaStore
-from signaling.app_keys import ACCOUNTS, DEVICE, FACES, LATE_RETURNS, PHOTO_ANALYSIS, RUNNER, SESSIONS, SETTINGS
+from signaling.app_keys import (
+    ACCOUNTS,
+    DEVICE,
+    FACES,
+    LATE_RETURNS,
+    METRICS,
+    PHOTO_ANALYSIS,
+    RUNNER,
+    SESSIONS,
+    SETTINGS,
+)
 from signaling.bad_request_log import quiet_bad_request_log
 from signaling.cors import cors_for_allowed_origins
 from signaling.errors import json_errors
+from signaling.http_metrics import count_requests
 from signaling.origin_check import host_and_origin_check
-from signaling.routes import account, faces, health, pages, sessions, streams, whep, whip
+from signaling.routes import account, faces, health, metrics, pages, sessions, streams, whep, whip
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
+from stream.node_metrics import NodeFacts, NodeMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -34,14 +46,17 @@ logger = logging.getLogger(__name__)
 def create_app(settings: ServerSettings) -> web.Application:
     """The chain is built and warmed up in the app's startup, before the socket accepts sessions."""
     quiet_bad_request_log()  # a request aiohttp cannot parse: one line, not its bytes
+    node_metrics = NodeMetrics()
     app = web.Application(
         middlewares=[
+            count_requests(node_metrics),  # outermost: the status the client gets
             cors_for_allowed_origins(settings.http.allowed_origins),
             json_errors,
             host_and_origin_check(settings),
         ]
     )
     app[SETTINGS] = settings
+    app[METRICS] = node_metrics
     # local mode has one account for everyone on this machine: the library's whole size is its own
     per_account = settings.http.max_faces if settings.local_mode else settings.http.max_faces_per_account
     app[FACES] = FaceLibrary(settings.http.max_faces, per_account)
@@ -55,6 +70,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.add_routes(whip.routes)
     app.add_routes(whep.routes)
     app.add_routes(pages.routes)
+    app.add_routes(metrics.routes)
     app.router.add_static("/static/", settings.http.static_dir, follow_symlinks=False)
     return app
 
@@ -111,13 +127,16 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
         models_dir=settings.pipeline.models_dir,
         analysis=analysis,
     )
-    runner = BatchRunner(chain, settings.pipeline)
+    runner = BatchRunner(chain, settings.pipeline, on_batch=app[METRICS].observe_batch)
     await asyncio.to_thread(runner.start)  # warm-up may load weights: keep the loop free
     logger.info("chain %s warmed up on %s", chain.name, device)
     app[DEVICE] = str(device)
     app[RUNNER] = runner
     app[PHOTO_ANALYSIS] = analysis
-    app[SESSIONS] = SessionManager(runner, settings.stream, app[FACES])
+    app[SESSIONS] = SessionManager(
+        runner, settings.stream, app[FACES], latency_sink=app[METRICS].server_latency.observe
+    )
+    app[METRICS].watch(runner, app[SESSIONS], NodeFacts(chain.name, str(device), settings.stream.max_sessions))
     try:
         yield
     finally:

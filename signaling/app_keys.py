@@ -9,6 +9,7 @@ from quota.accounts import Accounts
 from quota.meter import LateReturns
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
+from stream.node_metrics import NodeMetrics
 
 SETTINGS = web.AppKey("settings", ServerSettings)
 FACES = web.AppKey("faces", FaceLibrary)
@@ -18,3 +19,4 @@ SESSIONS = web.AppKey("sessions", SessionManager)
 DEVICE = web.AppKey("device", str)
 ACCOUNTS = web.AppKey("accounts", Accounts)
 LATE_RETURNS = web.AppKey("late_returns", LateReturns)
+METRICS = web.AppKey("metrics", NodeMetrics)  # GET /metrics

@@ -163,6 +163,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_setting(network, "--port", HttpSettings, "port", type=_port)
     _add_many(network, "--public-host", help=_help(HttpSettings, "public_hosts"))
     _add_many(network, "--allow-origin", help=_help(HttpSettings, "allowed_origins"))
+    _add_many(network, "--metrics-allow", help=_help(HttpSettings, "metrics_allow"))
     _add_setting(network, "--static-dir", HttpSettings, "static_dir", type=Path)
 
     chain = serve.add_argument_group("chain")
@@ -272,6 +273,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             max_faces_per_account=args.max_faces_per_account,
             public_hosts=_many(args, "--public-host"),
             allowed_origins=_many(args, "--allow-origin"),
+            metrics_allow=_many(args, "--metrics-allow"),
         ),
         stream=StreamSettings(
             ice=IceSettings(

@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.settings import PipelineSettings
 from quota.accounts import LOCAL_TIER
 from quota.settings import QuotaSettings
+from signaling.metrics_access import checked_network
 from signaling.origin_check import checked_allowed_origin, checked_public_host
 from stream.settings import StreamSettings
 
@@ -50,6 +51,17 @@ class HttpSettings:
         },
     )
 
+    # who reads GET /metrics without the admin key, besides loopback (signaling/metrics_access.py)
+    metrics_allow: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": (
+                "a network whose addresses may read GET /metrics without the admin key, e.g. 10.0.0.0/8 for a "
+                "Prometheus on the private network (repeatable); loopback always may, others get 403"
+            )
+        },
+    )
+
     def __post_init__(self) -> None:
         if self.max_faces < 1 or self.max_faces_per_account < 1:
             raise ValueError("--max-faces and --max-faces-per-account must be at least 1")
@@ -57,6 +69,7 @@ class HttpSettings:
         object.__setattr__(
             self, "allowed_origins", tuple(checked_allowed_origin(origin) for origin in self.allowed_origins)
         )
+        object.__setattr__(self, "metrics_allow", tuple(checked_network(cidr) for cidr in self.metrics_allow))
         if not (Path(self.static_dir) / "index.html").is_file():
             raise ValueError(f"--static-dir {self.static_dir} has no index.html")
 

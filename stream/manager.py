@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
@@ -19,6 +19,7 @@ from stream.errors import (
     ViewerNotFound,
 )
 from stream.metering import MeterFactory
+from stream.node_totals import EndedTotals
 from stream.offer_check import checked_offer
 from stream.published_streams import Publication, PublishedStreams
 from stream.recently_ended import RecentlyEnded
@@ -31,7 +32,13 @@ logger = logging.getLogger(__name__)
 
 
 class SessionManager:
-    def __init__(self, runner: BatchRunner, settings: StreamSettings, faces: FaceLibrary | None = None) -> None:
+    def __init__(
+        self,
+        runner: BatchRunner,
+        settings: StreamSettings,
+        faces: FaceLibrary | None = None,
+        latency_sink: Callable[[float], None] | None = None,
+    ) -> None:
         self._runner = runner
         self._settings = settings
         self._faces = faces if faces is not None else FaceLibrary()
@@ -39,6 +46,8 @@ class SessionManager:
         self._viewers: dict[str, Viewer] = {}
         self.streams = PublishedStreams()
         self.recently_ended = RecentlyEnded()  # published sessions and viewers, for a late DELETE
+        self.ended = EndedTotals()  # what ended sessions counted: the node's counters never go back
+        self._latency_sink = latency_sink  # each frame's server latency, for the node's histogram
 
     async def open(
         self,
@@ -73,6 +82,7 @@ class SessionManager:
             faces=self._faces,
             make_meter=make_meter,
             on_closed=self._forget,
+            latency_sink=self._latency_sink,
         )
         self._sessions[session.id] = session
         try:
@@ -156,7 +166,8 @@ class SessionManager:
             await session.close(f"a new publisher took the stream {publication.name!r}", "replaced")
 
     async def _forget(self, session: Session) -> None:
-        self._sessions.pop(session.id, None)
+        if self._sessions.pop(session.id, None) is not None:  # the same step: no scrape counts it twice or not at all
+            self.ended.add_session(session.stats, session.webrtc, session.meter.event() if session.meter else None)
         if session.stream is not None:
             self.recently_ended.add(session.id, session.account_id, session.stream, session.snapshot())
         self.streams.forget(session.id)
@@ -164,5 +175,6 @@ class SessionManager:
         await asyncio.gather(*(v.close(f"the stream {v.stream!r} ended") for v in viewers), return_exceptions=True)
 
     def _forget_viewer(self, viewer: Viewer) -> None:
-        self._viewers.pop(viewer.id, None)
+        if self._viewers.pop(viewer.id, None) is not None:
+            self.ended.add_viewer(viewer.webrtc)
         self.recently_ended.add(viewer.id, viewer.account_id, viewer.stream, viewer.snapshot())

@@ -39,6 +39,7 @@ from stream.settings import StreamSettings
 from stream.stats import SessionStats
 from stream.swap_options import SWAP_KEYS, checked_swap_options
 from stream.trickle import add_trickled_candidates
+from stream.webrtc_counts import WebrtcCounts
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class Session:
         faces: FaceLibrary | None = None,
         make_meter: MeterFactory | None = None,
         on_closed: Callable[[Session], Awaitable[None] | None] | None = None,
+        latency_sink: Callable[[float], None] | None = None,
     ) -> None:
         self.id = session_id
         self.account_id = account_id
@@ -90,7 +92,8 @@ class Session:
         self.state = "new"  # new -> connecting -> live -> closing -> closed
         self.close_reason: str | None = None
         self.created_at = time.time()
-        self.stats = SessionStats()
+        self.stats = SessionStats(latency_sink=latency_sink)
+        self.webrtc = WebrtcCounts()  # for the node's metrics
         self._runner = runner
         self._settings = settings
         self._on_closed = on_closed
@@ -128,6 +131,7 @@ class Session:
         if not any(t.kind == "video" and t.receiver.track is not None for t in self._pc.getTransceivers()):
             raise InvalidOffer("the offer has no video to receive")
         refuse_outside_checks(self._pc, self._settings.ice)
+        self.webrtc.count_feedback(self._pc)
         for transceiver in self._pc.getTransceivers():
             tune_receiver(
                 transceiver.receiver, admit=DecodeSizeLimit(self._settings.max_decoded_pixels, self._video_too_large)
@@ -199,6 +203,7 @@ class Session:
             self.stats.frame_in(frame.width, frame.height, now)
             if self.meter is not None and self.meter.stopped:
                 # Out of tokens: the original video, unprocessed and uncharged.
+                self.stats.frames_throttled += 1
                 self.video_out.put(FrameResult(self.id, frame, now, processed=False))
             elif not self.video_out.watched:
                 continue  # nobody would see it (OBS's sendonly offer, no viewer yet): not processed, not charged
@@ -221,6 +226,8 @@ class Session:
                 self.send_event(error_event("frame_failed", result.error))
         elif result.processed:
             self.stats.frames_processed += 1
+        else:
+            self.stats.frames_passed_through += 1
         self.video_out.put(result)
 
     def frame_sent(self, result: FrameResult, now: float) -> None:
@@ -295,6 +302,9 @@ class Session:
         await self.channel.wait_open(REFUSAL_NOTICE_S)
         await self.channel.tell(error_event("video_too_large", message), deadline - time.monotonic())
         await self.close(f"refused before decoding: {why}", "video_too_large")
+
+    async def refresh_webrtc_counts(self) -> None:
+        await self.webrtc.refresh(self._pc)
 
     def send_event(self, event: Mapping[str, Any]) -> None:
         """Sends a JSON event to the client if its data channel is open (events are best effort)."""
@@ -406,5 +416,6 @@ class Session:
         # A peer connection closed mid-negotiation leaks the UDP sockets its ICE gathering is still
         # opening; the negotiation sees the close at its next step and stops there.
         await finished_within(self._negotiated.wait(), PEER_CLOSE_TIMEOUT_S)
+        await self.refresh_webrtc_counts()  # the last figures, before the node's totals take them
         if not await close_peer(self._pc):
             logger.warning("session %s: its peer connection did not close in time; left behind", self.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.rolling import RollingWindow
@@ -18,6 +19,8 @@ class SessionStats:
     frames_charged: int = 0  # processed frames the encoder took: what the meter charges
     frames_dropped: int = 0  # replaced before processing, or before the encoder took them
     frames_failed: int = 0  # processing failed: sent on unprocessed
+    frames_passed_through: int = 0  # the chain passed it on unchanged on purpose (no face, no source face)
+    frames_throttled: int = 0  # shown unprocessed and uncharged: the meter stopped the session
     codec: str | None = None
     width: int | None = None
     height: int | None = None
@@ -26,6 +29,8 @@ class SessionStats:
     _fps_out: RollingWindow = field(default_factory=lambda: RollingWindow(FPS_WINDOW_S))
     # decode done -> processed frame handed to the encoder, in ms
     _latency_ms: RollingWindow = field(default_factory=lambda: RollingWindow(10.0))
+    # the node's latency histogram (stream/node_metrics.py): sees each frame sent, in seconds
+    latency_sink: Callable[[float], None] | None = field(default=None, repr=False)
 
     def frame_in(self, width: int, height: int, now: float) -> None:
         self.frames_in += 1
@@ -36,6 +41,8 @@ class SessionStats:
         self.frames_out += 1
         self._fps_out.add(now=now)
         self._latency_ms.add((now - arrived) * 1000, now=now)
+        if self.latency_sink is not None:
+            self.latency_sink(now - arrived)
 
     def latency_s(self, now: float | None = None) -> float | None:
         """The median latency of the last seconds' frames; None before any frame went out."""

@@ -24,6 +24,7 @@ from stream.processed_track import ProcessedTrack
 from stream.sdp import ice_credentials
 from stream.session import Session
 from stream.trickle import add_trickled_candidates
+from stream.webrtc_counts import WebrtcCounts
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class Viewer:
         self._audio = session.audio.subscribe() if session.audio.has_source else None
         self._close_started = False
         self._closed = asyncio.Event()
+        self.webrtc = WebrtcCounts()  # for the node's metrics
 
     @property
     def account_id(self) -> str | None:
@@ -93,6 +95,9 @@ class Viewer:
     def closing(self) -> bool:
         return self._close_started
 
+    async def refresh_webrtc_counts(self) -> None:
+        await self.webrtc.refresh(self._pc)
+
     async def close(self, reason: str) -> None:
         """Idempotent: stops its tracks (the session's fanout lets go of them) and closes its peer."""
         if self._close_started:
@@ -106,6 +111,7 @@ class Viewer:
             self._video.stop()
             if self._audio is not None:
                 self._audio.stop()
+            await self.refresh_webrtc_counts()  # the last figures, before the node's totals take them
             if not await close_peer(self._pc):
                 logger.warning("viewer %s: its peer connection did not close in time; left behind", self.id)
         finally:

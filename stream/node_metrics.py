@@ -1,0 +1,257 @@
+"""The node's Prometheus metrics (GET /metrics, docs/metrics.md): their definitions, and a collector
+that reads the sessions, the runner and the chain when the metrics are scraped.
+
+The frame path is not slowed for them: what is counted already (each session's SessionStats, the
+runner's batch sizes, the chain's StageTimer, the meters' spending) is read at scrape time, with the
+ended sessions' totals (node_totals.py) added so that no counter goes back. Only the histograms see
+each frame, where the frame is timed already: one observation each (a lock and a bucket search).
+No metric has a label per session or per account: their number has no bound.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+
+from pipeline.device_memory import device_memory
+from pipeline.runner import BatchRunner, BatchTimes
+from stream.manager import SessionManager
+from stream.node_totals import FRAME_RESULTS, frames_by_result, tokens_spent
+from stream.webrtc_counts import PeerCounts
+
+# Server latency is 17-113 ms on the 2-core CPUs measured (README's "at a glance"), a few ms on a
+# GPU: buckets from 5 ms to 500 ms, and two beyond for a node in trouble.
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5)
+BATCH_SIZE_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+SESSION_STATES = ("new", "connecting", "live", "closing")
+THROTTLE_LEVELS = ("full", "slow", "crawl", "stopped")
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What build info and the limits say about this node."""
+
+    chain: str
+    device: str
+    max_sessions: int
+
+
+class NodeMetrics:
+    """One app's metrics, in a registry of its own: apps in one process (the tests) keep theirs apart."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.server_latency = Histogram(
+            "facefuse_server_latency_seconds",
+            "Decode done -> processed frame handed to the encoder, each frame sent",
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        stages = Histogram(
+            "facefuse_frame_stage_seconds",
+            "A frame's time in a stage of the server: queue_wait (arrival at the scheduler -> its batch "
+            "starts computing), chain (its batch's compute)",
+            ["stage"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._queue_wait = stages.labels(stage="queue_wait")
+        self._chain = stages.labels(stage="chain")
+        self.http_requests = Counter(
+            "facefuse_http_requests",
+            "HTTP requests answered, by method, route template and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.http_duration = Histogram(
+            "facefuse_http_request_duration_seconds",
+            "Time to answer an HTTP request, by method and route template",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.quota_store_up = Gauge(
+            "facefuse_quota_store_up", "1 if the quota store answered a ping at the last scrape", registry=self.registry
+        )
+        self.quota_store_rtt = Gauge(
+            "facefuse_quota_store_rtt_seconds",
+            "The quota store's ping round trip at the last scrape (NaN when it did not answer)",
+            registry=self.registry,
+        )
+
+    def observe_batch(self, times: BatchTimes) -> None:
+        """The runner's `on_batch` (its compute thread): each frame's queue wait and chain time."""
+        for wait_s in times.queue_waits_s:
+            self._queue_wait.observe(wait_s)
+            self._chain.observe(times.chain_s)
+
+    def watch(self, runner: BatchRunner, sessions: SessionManager, facts: NodeFacts) -> None:
+        """Reads these from now on, at each scrape."""
+        self.registry.register(_NodeCollector(runner, sessions, facts))
+
+
+class _NodeCollector:
+    """Builds the scrape-time metrics from what the node counts already."""
+
+    def __init__(self, runner: BatchRunner, sessions: SessionManager, facts: NodeFacts) -> None:
+        self._runner = runner
+        self._sessions = sessions
+        self._facts = facts
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._session_metrics()
+        yield from self._scheduler_metrics()
+        yield from self._node_metrics()
+
+    def _session_metrics(self) -> Iterator[Metric]:
+        live = self._sessions.all()
+        viewers = self._sessions.viewers()
+        ended = self._sessions.ended
+        states = dict.fromkeys(SESSION_STATES, 0)
+        levels = dict.fromkeys(THROTTLE_LEVELS, 0)
+        frames = {result: ended.frames[result] for result in FRAME_RESULTS}
+        received, sent = ended.frames_received, ended.frames_sent
+        tokens = dict(ended.tokens_by_tier)
+        webrtc = PeerCounts()
+        webrtc.add(ended.webrtc)
+        for session in live:
+            states[session.state] = states.get(session.state, 0) + 1
+            for result, count in frames_by_result(session.stats).items():
+                frames[result] += count
+            received += session.stats.frames_in
+            sent += session.stats.frames_out
+            webrtc.add(session.webrtc.counts)
+            event = session.meter.event() if session.meter is not None else None
+            if (spent := tokens_spent(event)) is not None:
+                tokens[spent[0]] = tokens.get(spent[0], 0.0) + spent[1]
+                levels[str(event["level"])] = levels.get(str(event["level"]), 0) + 1
+        for viewer in viewers:
+            webrtc.add(viewer.webrtc.counts)
+
+        yield _by_label(GaugeMetricFamily, "facefuse_sessions", "Sessions on this node, by state", "state", states)
+        yield GaugeMetricFamily(
+            "facefuse_sessions_limit", "The most sessions this node takes", self._facts.max_sessions
+        )
+        yield GaugeMetricFamily("facefuse_viewers", "WHEP viewers on this node", len(viewers))
+        yield CounterMetricFamily("facefuse_sessions_ended", "Sessions that have ended", ended.sessions)
+        yield _by_label(
+            CounterMetricFamily,
+            "facefuse_frames",
+            "Frames by what became of them: processed, dropped (replaced by a newer one), failed (sent on "
+            "unprocessed), passed_through (the chain left it as it was: no face), throttled (out of tokens)",
+            "result",
+            frames,
+        )
+        yield CounterMetricFamily("facefuse_frames_received", "Decoded frames received from publishers", received)
+        yield CounterMetricFamily(
+            "facefuse_frames_sent", "Frames handed to an encoder (each once): the latency histogram's count", sent
+        )
+        yield _by_label(CounterMetricFamily, "facefuse_tokens_charged", "Tokens charged, by tier", "tier", tokens)
+        yield _by_label(
+            GaugeMetricFamily, "facefuse_throttle_sessions", "Metered sessions by throttle level", "level", levels
+        )
+        yield CounterMetricFamily(
+            "facefuse_webrtc_packets_received", "RTP packets received (audio and video)", webrtc.packets_received
+        )
+        yield CounterMetricFamily(
+            "facefuse_webrtc_packets_lost",
+            "RTP packets lost on the way in, as the receivers count them",
+            webrtc.packets_lost,
+        )
+        yield CounterMetricFamily(
+            "facefuse_webrtc_nacks_sent", "NACKs sent (asking for lost packets)", webrtc.nacks_sent
+        )
+        yield CounterMetricFamily("facefuse_webrtc_plis_sent", "PLIs sent (asking for a keyframe)", webrtc.plis_sent)
+        yield CounterMetricFamily(
+            "facefuse_webrtc_received_bytes", "Bytes received on the peer connections", webrtc.bytes_received
+        )
+        yield CounterMetricFamily("facefuse_webrtc_sent_bytes", "Bytes sent on the peer connections", webrtc.bytes_sent)
+
+    def _scheduler_metrics(self) -> Iterator[Metric]:
+        stats = self._runner.stats()
+        sizes = {int(size): count for size, count in stats["batch_sizes"].items()}  # type: ignore[union-attr]
+        buckets: list[tuple[str, float]] = []
+        for bound in BATCH_SIZE_BUCKETS:
+            buckets.append((str(float(bound)), sum(n for size, n in sizes.items() if size <= bound)))
+        buckets.append(("+Inf", sum(sizes.values())))
+        batch_size = HistogramMetricFamily("facefuse_batch_size", "Frames in each batch the chain ran")
+        batch_size.add_metric([], buckets, sum_value=sum(size * n for size, n in sizes.items()))
+        yield batch_size
+        yield GaugeMetricFamily(
+            "facefuse_worker_up", "1 while the chain's worker threads run", int(self._runner.running)
+        )
+
+        timer = getattr(self._runner.chain, "timer", None)  # face chains time their stages
+        stage_time = SummaryMetricFamily(
+            "facefuse_chain_stage_seconds",
+            "The face chain's time per stage, summed over its batches (count: batches)",
+            labels=["stage"],
+        )
+        if timer is not None:
+            batches, seconds = timer.totals()
+            for stage, total in seconds.items():
+                stage_time.add_metric([stage], batches, total)
+        yield stage_time
+
+    def _node_metrics(self) -> Iterator[Metric]:
+        device = self._facts.device
+        memory = device_memory(device)
+        yield _by_label(
+            GaugeMetricFamily,
+            "facefuse_device_memory_in_use_bytes",
+            "Memory the chain's device holds: torch's CUDA tensors, or the process's resident memory on the CPU",
+            "device",
+            {device: memory.in_use_bytes},
+        )
+        yield _by_label(
+            GaugeMetricFamily,
+            "facefuse_device_memory_peak_bytes",
+            "The most of facefuse_device_memory_in_use_bytes since the start",
+            "device",
+            {device: memory.peak_bytes},
+        )
+        build = {
+            "version": _version("facefuse"),
+            "python": platform.python_version(),
+            "torch": _version("torch"),
+            "aiortc": _version("aiortc"),
+            "chain": self._facts.chain,
+            "device": device,
+        }
+        info = GaugeMetricFamily(
+            "facefuse_build_info", "Versions and the chain this node runs (always 1)", labels=list(build)
+        )
+        info.add_metric(list(build.values()), 1)
+        yield info
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _by_label(
+    family_type: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    name: str,
+    documentation: str,
+    label: str,
+    values: dict[str, float],
+) -> Metric:
+    """A gauge or counter with one label: {label value: number}."""
+    family = family_type(name, documentation, labels=[label])
+    for label_value, number in values.items():
+        family.add_metric([label_value], number)
+    return family

@@ -1,0 +1,297 @@
+"""GET /metrics: a real server and a real aiortc session, the exposition read with prometheus-client's
+own parser; who may read it; and the Grafana dashboard and alert rules naming only metrics a real
+scrape has."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import make_mocked_request
+from prometheus_client.parser import text_string_to_metric_families
+
+from client.facefuse_client import FacefuseClient
+from client.image_track import ImageTrack
+from quota.settings import QuotaSettings
+from signaling.app import create_app
+from signaling.app_keys import SETTINGS
+from signaling.errors import ApiError, json_errors
+from signaling.routes.metrics import check_metrics_access, metrics
+from signaling.settings import HttpSettings, ServerSettings
+from support.server import REPO_ROOT, face_rgb, loopback_settings, running_server, wait_until
+
+ADMIN_KEY = "metrics-test-admin-key-0123456789"
+# A label like these would make one series per session or account: their number has no bound.
+UNBOUNDED_LABEL = re.compile(r"session|account|viewer|face|user|key|token", re.IGNORECASE)
+DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "facefuse.json"
+ALERTS = REPO_ROOT / "deploy" / "prometheus" / "alerts.yml"
+
+
+async def scrape(http: aiohttp.ClientSession, url: str) -> dict[str, object]:
+    """{family name: family} of one scrape, parsed by prometheus-client."""
+    async with http.get(f"{url}/metrics") as response:
+        assert response.status == 200, await response.text()
+        assert response.content_type == "text/plain"
+        text = await response.text()
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def value(families: dict[str, object], sample_name: str, **labels: str) -> float:
+    """The one sample of that name with those labels (others may have more labels)."""
+    family_name = re.sub(r"_(total|bucket|count|sum)$", "", sample_name)
+    matches = [
+        sample.value
+        for sample in families[family_name].samples
+        if sample.name == sample_name and all(sample.labels.get(k) == v for k, v in labels.items())
+    ]
+    assert len(matches) == 1, (sample_name, labels, matches)
+    return matches[0]
+
+
+def counter_samples(families: dict[str, object]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every counter's (and histogram's and summary's count and sum) samples: what must never go back."""
+    samples = {}
+    for family in families.values():
+        for sample in family.samples:
+            if family.type == "counter" and sample.name.endswith("_total") or sample.name.endswith(("_count", "_sum")):
+                samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+            elif family.type == "histogram" and sample.name.endswith("_bucket"):
+                samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def assert_monotonic(before: dict[str, object], after: dict[str, object]) -> None:
+    earlier, later = counter_samples(before), counter_samples(after)
+    for key, number in earlier.items():
+        assert key in later, f"{key} vanished"
+        assert later[key] >= number, f"{key} went back: {number} -> {later[key]}"
+
+
+async def test_counters_move_as_frames_flow_and_never_go_back():
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client, aiohttp.ClientSession() as http:
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: session.frames_received >= 10, timeout=10)
+            first = await scrape(http, url)
+            received = session.frames_received
+            await wait_until(lambda: session.frames_received >= received + 15, timeout=10)
+            second = await scrape(http, url)
+
+            assert all(name.startswith("facefuse_") for name in second), sorted(second)
+            for family in second.values():
+                for sample in family.samples:
+                    unbounded = [label for label in sample.labels if UNBOUNDED_LABEL.search(label)]
+                    assert not unbounded, (sample.name, unbounded)
+            assert_monotonic(first, second)
+            assert value(second, "facefuse_sessions", state="live") == 1
+            assert value(second, "facefuse_sessions_limit") == app[SETTINGS].stream.max_sessions
+            assert value(second, "facefuse_quota_store_up") == 1
+            assert value(second, "facefuse_worker_up") == 1
+            assert value(second, "facefuse_build_info", chain="passthrough", device="cpu") == 1
+            assert value(second, "facefuse_throttle_sessions", level="full") == 1
+            assert value(second, "facefuse_device_memory_in_use_bytes", device="cpu") > 0
+            # the passthrough chain hands back each frame as it is: processed
+            moved = [
+                "facefuse_frames_received_total",
+                "facefuse_frames_sent_total",
+                "facefuse_server_latency_seconds_count",
+                "facefuse_batch_size_count",
+                "facefuse_webrtc_packets_received_total",
+                "facefuse_webrtc_received_bytes_total",
+                "facefuse_webrtc_sent_bytes_total",
+                "facefuse_tokens_charged_total",
+            ]
+            for name in moved:
+                assert value(second, name) > value(first, name), name
+            assert value(second, "facefuse_frames_total", result="processed") > value(
+                first, "facefuse_frames_total", result="processed"
+            )
+            for stage in ("queue_wait", "chain"):
+                assert value(second, "facefuse_frame_stage_seconds_count", stage=stage) > 0
+            # one latency observation for each frame handed to an encoder, in the same scrape
+            assert value(second, "facefuse_server_latency_seconds_count") == value(second, "facefuse_frames_sent_total")
+            assert value(second, "facefuse_http_requests_total", method="POST", route="/api/offer", status="200") == 1
+            assert value(second, "facefuse_http_requests_total", method="GET", route="/metrics", status="200") == 1
+
+            # The session ends: its counts move to the node's totals, and nothing goes back.
+            ended = await client.request("DELETE", f"/api/sessions/{session.session_id}")
+            await session.close()
+            third = await scrape(http, url)
+            assert_monotonic(second, third)
+            assert value(third, "facefuse_sessions", state="live") == 0
+            assert value(third, "facefuse_sessions_ended_total") == 1
+            assert value(third, "facefuse_frames_sent_total") == ended["frames_out"]
+            assert value(third, "facefuse_server_latency_seconds_count") == ended["frames_out"]
+            assert value(third, "facefuse_frames_received_total") == ended["frames_in"]
+            assert value(third, "facefuse_frames_total", result="processed") == ended["frames_processed"]
+            charged = value(third, "facefuse_tokens_charged_total", tier=ended["meter"]["tier"])
+            assert charged == pytest.approx(ended["meter"]["spent"], abs=1e-3)
+
+
+async def test_an_unknown_path_is_counted_by_template_not_by_path():
+    async with running_server(loopback_settings()) as (url, app):
+        async with aiohttp.ClientSession() as http:
+            for face_id in ("a", "b", "c"):
+                async with http.get(f"{url}/api/faces/{face_id}") as response:
+                    assert response.status == 404
+            async with http.get(f"{url}/no/such/page") as response:
+                assert response.status == 404
+            families = await scrape(http, url)
+    assert (
+        value(families, "facefuse_http_requests_total", method="GET", route="/api/faces/{face_id}", status="404") == 3
+    )
+    assert value(families, "facefuse_http_requests_total", method="GET", route="unmatched", status="404") == 1
+
+
+def scrape_request(app, peer: str, authorization: str | None = None):
+    """GET /metrics as it arrives from `peer`: the tests' servers listen on 127.0.0.1 only."""
+
+    class Transport:  # what aiohttp reads the peer address from
+        def get_extra_info(self, name: str, default: object = None) -> object:
+            return (peer, 50000) if name == "peername" else default
+
+    headers = {"Authorization": authorization} if authorization is not None else {}
+    return make_mocked_request("GET", "/metrics", headers=headers, app=app, transport=Transport())
+
+
+def metered_settings(*allowed: str) -> ServerSettings:
+    return ServerSettings(http=HttpSettings(metrics_allow=allowed), quota=QuotaSettings(admin_key=ADMIN_KEY))
+
+
+@pytest.mark.parametrize(
+    ("peer", "authorization", "status"),
+    [
+        ("127.0.0.1", None, None),
+        ("::1", None, None),
+        ("10.1.2.3", None, None),  # in --metrics-allow 10.1.0.0/16
+        ("10.0.0.5", f"Bearer {ADMIN_KEY}", None),
+        ("10.0.0.5", None, 403),
+        ("10.0.0.5", "Bearer not-the-admin-key-at-all-000000", 401),
+        ("::ffff:10.0.0.5", None, 403),
+        ("2001:db8::5", None, 403),
+    ],
+)
+def test_who_may_read_the_metrics(peer, authorization, status):
+    app = create_app(metered_settings("10.1.0.0/16", "fd00::/8"))
+    request = scrape_request(app, peer, authorization)
+    if status is None:
+        check_metrics_access(request)
+        return
+    with pytest.raises(ApiError) as refused:
+        check_metrics_access(request)
+    assert refused.value.status == status
+
+
+async def test_a_refusal_is_a_json_error():
+    app = create_app(metered_settings())
+    response = await json_errors(scrape_request(app, "192.0.2.7"), metrics)
+    assert response.status == 403
+    body = json.loads(response.body)
+    assert body["error"]["code"] == "forbidden" and "--metrics-allow" in body["error"]["message"]
+    # without an admin key on the server, no key opens it from elsewhere
+    local = create_app(ServerSettings())
+    response = await json_errors(scrape_request(local, "192.0.2.7", f"Bearer {ADMIN_KEY}"), metrics)
+    assert response.status == 403
+
+
+def test_metrics_allow_takes_networks_only():
+    with pytest.raises(ValueError, match="--metrics-allow"):
+        HttpSettings(metrics_allow=("10.0.0.5/8",))  # host bits set: a typo for 10.0.0.0/8 or /32?
+    with pytest.raises(ValueError, match="--metrics-allow"):
+        HttpSettings(metrics_allow=("prometheus.internal",))
+    assert HttpSettings(metrics_allow=(" 10.0.0.0/8",)).metrics_allow == ("10.0.0.0/8",)
+
+
+# -- the dashboard and the alert rules ------------------------------------------------------------
+
+SUFFIXES = {  # the sample names prometheus-client exposes for a family of each type
+    "counter": ("_total",),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_count", "_sum"),
+    "summary": ("", "_count", "_sum"),
+    "info": ("_info",),
+}
+
+
+def exposed_names(families: dict[str, object]) -> set[str]:
+    return {family.name + suffix for family in families.values() for suffix in SUFFIXES[family.type]}
+
+
+def dashboard_expressions() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    expressions = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("expr"), str):
+                expressions.append(node["expr"])
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(dashboard)
+    return expressions
+
+
+def alert_expressions() -> list[str]:
+    """The rules' `expr:` values (a folded `>-` block or one line)."""
+    expressions, block = [], None
+    for line in ALERTS.read_text().splitlines():
+        if block is not None:
+            if line.strip() and len(line) - len(line.lstrip()) > block[0]:
+                block[1].append(line.strip())
+                continue
+            expressions.append(" ".join(block[1]))
+            block = None
+        match = re.match(r"^(\s*)expr:\s*(.*)$", line)
+        if match:
+            if match[2].strip() in (">-", "|", ">", "|-"):
+                block = (len(match[1]), [])
+            else:
+                expressions.append(match[2].strip())
+    if block is not None:
+        expressions.append(" ".join(block[1]))
+    return expressions
+
+
+def alert_names() -> list[str]:
+    return re.findall(r"^\s*-\s*alert:\s*(\S+)", ALERTS.read_text(), re.MULTILINE)
+
+
+async def test_the_dashboard_and_the_alerts_name_only_metrics_a_scrape_has():
+    async with running_server(loopback_settings()) as (url, app):
+        async with FacefuseClient(url) as client, aiohttp.ClientSession() as http:
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: session.frames_received >= 3, timeout=10)
+            await scrape(http, url)  # the HTTP counters have a /metrics child from now on
+            families = await scrape(http, url)
+            await session.close()
+    exposed = exposed_names(families)
+    dashboard, alerts = dashboard_expressions(), alert_expressions()
+    assert len(dashboard) >= 12 and len(alerts) >= 4, (dashboard, alerts)
+    for expression in dashboard + alerts:
+        for name in re.findall(r"\bfacefuse_\w+", expression):
+            assert name in exposed, f"{name} (in {expression!r}) is not in a scrape"
+    # every family has a panel (a family's samples are its name and its type's suffixes)
+    used = {name for expression in dashboard for name in re.findall(r"\bfacefuse_\w+", expression)}
+    shown = {
+        family for family in families if any(family + suffix in used for suffix in SUFFIXES[families[family].type])
+    }
+    created = {family for family in families if family.endswith("_created")}  # prometheus-client's start times
+    assert set(families) - shown - created == set(), "families the dashboard has no panel for"
+    assert {"FacefuseLatencyP99High", "FacefuseFramesFailing", "FacefuseQuotaStoreDown", "FacefuseNodeFull"} <= set(
+        alert_names()
+    )
+
+
+def test_the_dashboard_is_grafana_json():
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["title"] and dashboard["uid"] and dashboard["panels"]
+    datasources = {json.dumps(panel.get("datasource")) for panel in dashboard["panels"] if panel["type"] != "row"}
+    assert datasources == {json.dumps({"type": "prometheus", "uid": "${datasource}"})}
+    for panel in dashboard["panels"]:
+        assert panel.get("title") and panel.get("gridPos"), panel

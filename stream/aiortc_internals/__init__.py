@@ -40,6 +40,8 @@ The changes, and why each exists:
   every sequence number a NACK names, duplicates included; one NACK can name 5,000 packets in
   1.2 KB, and 25 such NACKs a second from one peer took a session beside it to 6-10 fps and
   1.7 s of latency. The wrapper shortens each NACK's list to what the limit allows.
+- Receiver RTCP send wrapped (rtcp.py; used by stream/webrtc_counts.py): aiortc counts no NACKs or
+  PLIs it sends, and the node's metrics report both.
 - DTLS cipher suites widened (dtls.py; called by stream/negotiation.py). aiortc offers only
   ECDHE-ECDSA suites, so a peer with an RSA certificate (GStreamer's webrtcbin: Debian's
   simple-whip-client) fails with "no shared cipher"; the ECDHE-RSA suites follow aiortc's own.
@@ -88,7 +90,7 @@ from .receiver import (  # noqa: E402
     set_track_queue,
     track_queue,
 )
-from .rtcp import filter_nacks  # noqa: E402
+from .rtcp import count_feedback_sent, filter_nacks  # noqa: E402
 from .sdp import MediaDescription, digest_algorithm_supported, parse_sdp, video_codecs_in_common  # noqa: E402
 from .touched import TOUCHED, Touched  # noqa: E402
 
@@ -102,6 +104,7 @@ __all__ = [
     "accept_rsa_dtls_peers",
     "advertised_as",
     "claim_gathering",
+    "count_feedback_sent",
     "decoder_error_event",
     "decoder_queue",
     "decoder_thread",

@@ -54,6 +54,10 @@ TOUCHED: tuple[Touched, ...] = (
     Touched("aiortc.codecs.h264.H264Encoder", "buffer_pts", "instance"),
     Touched("aiortc.rtp", "RTCP_RTPFB_NACK", "module"),
     Touched("aiortc.rtp", "RtcpRtpfbPacket", "module"),
+    # feedback counted for the metrics (rtcp.py)
+    Touched(_RECEIVER, "_send_rtcp", "class"),
+    Touched("aiortc.rtp", "RTCP_PSFB_PLI", "module"),
+    Touched("aiortc.rtp", "RtcpPsfbPacket", "module"),
     # DTLS (dtls.py)
     Touched("aiortc.rtcpeerconnection.RTCPeerConnection", "_RTCPeerConnection__certificates", "instance"),
     Touched("aiortc.rtcdtlstransport.RTCCertificate", "_create_ssl_context", "class"),

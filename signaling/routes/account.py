@@ -32,9 +32,26 @@ def describe(request: web.Request, account: Account) -> dict[str, Any]:
     }
 
 
+async def history(request: web.Request, account: Account) -> list[dict[str, Any]]:
+    """The account's last 100 credits and sessions, newest first, with amounts in tokens."""
+    entries = await request.app[ACCOUNTS].store.history(account.id, limit=100)
+    for entry in entries:
+        for field in ("amount", "spent"):
+            if field in entry:
+                entry[field] = to_tokens(entry[field])
+    return entries
+
+
 @routes.get("/api/account")
 async def get_account(request: web.Request) -> web.Response:
     return web.json_response(describe(request, await current_account(request)))
+
+
+@routes.get("/api/account/history")
+async def get_account_history(request: web.Request) -> web.Response:
+    """The caller's own account as the admin's GET /api/admin/accounts/{id} shows it."""
+    account = await current_account(request)
+    return web.json_response({**describe(request, account), "history": await history(request, account)})
 
 
 @routes.post("/api/admin/accounts")
@@ -52,12 +69,7 @@ async def admin_get_account(request: web.Request) -> web.Response:
     require_admin(request)
     accounts = request.app[ACCOUNTS]
     account = await accounts.get(request.match_info["account_id"])
-    history = await accounts.store.history(account.id, limit=100)
-    for entry in history:
-        for field in ("amount", "spent"):
-            if field in entry:
-                entry[field] = to_tokens(entry[field])
-    return web.json_response({**describe(request, account), "history": history})
+    return web.json_response({**describe(request, account), "history": await history(request, account)})
 
 
 @routes.post("/api/admin/accounts/{account_id}/credit")

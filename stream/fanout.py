@@ -21,6 +21,12 @@ class VideoFanout:
     def remove(self, track: ProcessedTrack) -> None:
         self._tracks.discard(track)
 
+    def __len__(self) -> int:
+        return len(self._tracks)
+
+    def __contains__(self, track: ProcessedTrack) -> bool:
+        return track in self._tracks
+
     @property
     def watched(self) -> bool:
         """Someone's encoder would send what the chain makes: without one, processing is wasted."""

@@ -58,6 +58,15 @@ class Meter(Protocol):
 MeterFactory = Callable[[str, Callable[[], None], Callable[[str], None]], Meter]
 
 
+def throttle(meter_event: Mapping[str, object]) -> dict[str, object] | None:
+    """{"level", "reason"} while the meter holds the session below full speed, else None. The meter
+    gives a reason only when it stops ("exhausted", "quota_store_unavailable"); below that it slows
+    a session whose balance lasts under its tier's seconds (docs/metering.md): "low_balance"."""
+    if meter_event["level"] == "full":
+        return None
+    return {"level": meter_event["level"], "reason": meter_event["reason"] or "low_balance"}
+
+
 def is_charged(result: FrameResult) -> bool:
     """A frame the encoder took is paid for if the chain processed it. Only then: one replaced in
     the output slot before the encoder took it never reached the viewer and costs nothing."""

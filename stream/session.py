@@ -29,9 +29,11 @@ from stream.client_channel import ClientChannel, closed_event, error_event
 from stream.decode_size_limit import DecodeSizeLimit
 from stream.errors import InvalidOffer, SessionClosedEarly
 from stream.fanout import VideoFanout
+from stream.frame_timings import FrameTimings
 from stream.ice import refuse_outside_checks, rtc_configuration
-from stream.metering import RETURN_LEASE_LIMIT_S, Meter, MeterFactory, SessionMetering, is_charged
+from stream.metering import RETURN_LEASE_LIMIT_S, Meter, MeterFactory, SessionMetering, is_charged, throttle
 from stream.negotiation import answer_offer, answer_sdp, apply_offer, tune_video_senders
+from stream.network_stats import NetworkStats
 from stream.peer_close import PEER_CLOSE_TIMEOUT_S, close_peer
 from stream.processed_track import ProcessedTrack
 from stream.receiver_tuning import tune_receiver
@@ -68,7 +70,7 @@ class Session:
         faces: FaceLibrary | None = None,
         make_meter: MeterFactory | None = None,
         on_closed: Callable[[Session], Awaitable[None] | None] | None = None,
-        latency_sink: Callable[[float], None] | None = None,
+        timings: FrameTimings | None = None,
     ) -> None:
         self.id = session_id
         self.account_id = account_id
@@ -92,14 +94,20 @@ class Session:
         self.state = "new"  # new -> connecting -> live -> closing -> closed
         self.close_reason: str | None = None
         self.created_at = time.time()
-        self.stats = SessionStats(latency_sink=latency_sink)
+        self.timings = timings  # the node's histograms: each frame's latency and encoding
+        self.stats = SessionStats(latency_sink=timings.latency if timings is not None else None)
         self.webrtc = WebrtcCounts()  # for the node's metrics
+        self.network = NetworkStats()  # for its description: sampled by the stats loop
         self._runner = runner
         self._settings = settings
         self._on_closed = on_closed
         self._loop = asyncio.get_running_loop()
         self._pc = RTCPeerConnection(rtc_configuration(settings.ice))
-        self._output = ProcessedTrack(on_sent=self.frame_sent, on_replaced=self._output_replaced)
+        self._output = ProcessedTrack(
+            on_sent=self.frame_sent,
+            on_replaced=self._output_replaced,
+            on_encoded=timings.encode if timings is not None else None,
+        )
         self.video_out = VideoFanout()
         self.audio = AudioRelay(self._audio_delay_s)
         self._last_sent_arrival = float("-inf")  # the newest frame an encoder has taken (charged once)
@@ -311,6 +319,7 @@ class Session:
         self.channel.send(event)
 
     def snapshot(self) -> dict[str, object]:
+        meter_event = self.meter.event() if self.meter is not None else None
         return {
             "session_id": self.id,
             "state": self.state,
@@ -321,7 +330,11 @@ class Session:
             "created_at": self.created_at,
             "close_reason": self.close_reason,
             **self.stats.as_dict(),
-            "meter": self.meter.event() if self.meter is not None else None,
+            "meter": meter_event,
+            # the fanout's tracks besides the publisher's own return video: one a WHEP viewer
+            "viewers": len(self.video_out) - (self._output in self.video_out),
+            "network": self.network.as_dict(),
+            "throttle": throttle(meter_event) if meter_event is not None else None,
         }
 
     # -- supervision -------------------------------------------------------------------
@@ -342,7 +355,16 @@ class Session:
     async def _send_stats(self) -> None:
         while True:
             await asyncio.sleep(self._settings.stats_interval_s)
+            await self._sample_network()
             self.send_event({"type": "stats", **self.snapshot()})
+
+    async def _sample_network(self) -> None:
+        try:
+            report = await self._pc.getStats()
+        except Exception as exc:  # a transport torn down under it: the figures wait for the next second
+            logger.debug("session %s: getStats failed: %s", self.id, exc)
+            return
+        self.network.add(report, time.monotonic())
 
     def _close_soon(self, reason: str, code: str) -> None:
         """Closes the session from a callback that cannot wait for it."""

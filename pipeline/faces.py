@@ -65,6 +65,7 @@ class Face:
     created_at: float
     analysis: object = None  # what the chain computed once from the photo (e.g. the source face's mesh)
     checks: object = None  # how usable the photo is (identity/source_checks.py), for the chains that check it
+    thumbnail: bytes | None = None  # a small JPEG of the face (identity/thumbnail.py), where the chain found one
 
     def describe(self) -> dict[str, object]:
         description: dict[str, object] = {
@@ -101,10 +102,14 @@ class FaceLibrary:
         size_bytes: int,
         analysis: object = None,
         checks: object = None,
+        thumbnail: bytes | None = None,
     ) -> Face:
-        """Keeps what the chain computed of the photo (`analysis`, `checks`) and the photo's description."""
+        """Keeps what the chain computed of the photo (`analysis`, `checks`, the face's `thumbnail`)
+        and the photo's description."""
         height, width = image.shape[:2]
-        face = Face(secrets.token_urlsafe(9), owner, width, height, format, size_bytes, time.time(), analysis, checks)
+        face = Face(
+            secrets.token_urlsafe(9), owner, width, height, format, size_bytes, time.time(), analysis, checks, thumbnail
+        )
         with self._lock:
             if len(self._faces) >= self.max_faces:
                 raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")
@@ -122,6 +127,12 @@ class FaceLibrary:
         if owner is not None and face.owner != owner:
             raise FaceForbidden(f"face {face_id!r} belongs to another account")
         return face
+
+    def of_owner(self, owner: str) -> list[Face]:
+        """The account's faces, oldest first."""
+        with self._lock:
+            faces = [face for face in self._faces.values() if face.owner == owner]
+        return sorted(faces, key=lambda face: face.created_at)
 
     def delete(self, face_id: str, owner: str | None = None) -> None:
         self.get(face_id, owner)

@@ -1,4 +1,4 @@
-"""POST/GET/DELETE /api/faces: the source faces users upload."""
+"""POST/GET/DELETE /api/faces: the source faces users upload, and their thumbnails."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import asyncio
 
 from aiohttp import web
 
-from pipeline.faces import NoFaceFound
+from pipeline.faces import Face, FaceForbidden, FaceNotFound, NoFaceFound
+from pipeline.identity.thumbnail import face_thumbnail
 from pipeline.images import decode_image
 from signaling.app_keys import FACES, PHOTO_ANALYSIS, SESSIONS, SETTINGS
 from signaling.auth import current_account
@@ -14,6 +15,17 @@ from signaling.errors import ApiError
 from signaling.upload_body import read_upload
 
 routes = web.RouteTableDef()
+
+
+def describe_face(face: Face) -> dict[str, object]:
+    """The face's description with the URL of its thumbnail (null where the chain found no face)."""
+    thumbnail_url = f"/api/faces/{face.id}/thumbnail" if face.thumbnail is not None else None
+    return {**face.describe(), "thumbnail_url": thumbnail_url}
+
+
+def describe_library(request: web.Request, account_id: str) -> list[dict[str, object]]:
+    """What GET /api/faces lists (and the dashboard's events): the account's faces, oldest first."""
+    return [describe_face(face) for face in request.app[FACES].of_owner(account_id)]
 
 
 @routes.post("/api/faces")
@@ -26,16 +38,47 @@ async def upload_face(request: web.Request) -> web.Response:
         raise NoFaceFound("no face was found in the photo: upload a photo with one clearly visible face")
     # pose, eyes, occlusion, blur, light: a photo the swap cannot use is refused, a weak one warned of
     checks = await asyncio.to_thread(request.app[PHOTO_ANALYSIS].check, analysis)
+    thumbnail = await asyncio.to_thread(face_thumbnail, analysis)
     face = request.app[FACES].add(
-        image, owner=account.id, format=format_name, size_bytes=len(data), analysis=analysis, checks=checks
+        image,
+        owner=account.id,
+        format=format_name,
+        size_bytes=len(data),
+        analysis=analysis,
+        checks=checks,
+        thumbnail=thumbnail,
     )
-    return web.json_response(face.describe(), status=201, headers={"Location": f"/api/faces/{face.id}"})
+    return web.json_response(describe_face(face), status=201, headers={"Location": f"/api/faces/{face.id}"})
+
+
+@routes.get("/api/faces")
+async def list_faces(request: web.Request) -> web.Response:
+    account = await current_account(request)
+    return web.json_response({"faces": describe_library(request, account.id)})
 
 
 @routes.get("/api/faces/{face_id}")
 async def get_face(request: web.Request) -> web.Response:
     account = await current_account(request)
-    return web.json_response(request.app[FACES].get(request.match_info["face_id"], account.id).describe())
+    return web.json_response(describe_face(request.app[FACES].get(request.match_info["face_id"], account.id)))
+
+
+@routes.get("/api/faces/{face_id}/thumbnail")
+async def get_thumbnail(request: web.Request) -> web.Response:
+    """The face's JPEG thumbnail. Another account's face is 404 as an unknown one: an image URL
+    that answered 403 would say the face exists."""
+    account = await current_account(request)
+    face_id = request.match_info["face_id"]
+    try:
+        face = request.app[FACES].get(face_id, account.id)
+    except FaceForbidden:
+        raise FaceNotFound(f"no face {face_id!r}") from None
+    if face.thumbnail is None:
+        raise ApiError(404, "thumbnail_not_found", f"face {face_id!r} has no thumbnail: this chain finds no face")
+    # the face never changes under its id; private: it is this account's
+    return web.Response(
+        body=face.thumbnail, content_type="image/jpeg", headers={"Cache-Control": "private, max-age=3600"}
+    )
 
 
 @routes.delete("/api/faces/{face_id}")

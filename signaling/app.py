@@ -133,9 +133,7 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     app[DEVICE] = str(device)
     app[RUNNER] = runner
     app[PHOTO_ANALYSIS] = analysis
-    app[SESSIONS] = SessionManager(
-        runner, settings.stream, app[FACES], latency_sink=app[METRICS].server_latency.observe
-    )
+    app[SESSIONS] = SessionManager(runner, settings.stream, app[FACES], timings=app[METRICS])
     app[METRICS].watch(runner, app[SESSIONS], NodeFacts(chain.name, str(device), settings.stream.max_sessions))
     try:
         yield

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
@@ -18,6 +18,7 @@ from stream.errors import (
     TooManyViewers,
     ViewerNotFound,
 )
+from stream.frame_timings import FrameTimings
 from stream.metering import MeterFactory
 from stream.node_totals import EndedTotals
 from stream.offer_check import checked_offer
@@ -37,7 +38,7 @@ class SessionManager:
         runner: BatchRunner,
         settings: StreamSettings,
         faces: FaceLibrary | None = None,
-        latency_sink: Callable[[float], None] | None = None,
+        timings: FrameTimings | None = None,
     ) -> None:
         self._runner = runner
         self._settings = settings
@@ -47,7 +48,7 @@ class SessionManager:
         self.streams = PublishedStreams()
         self.recently_ended = RecentlyEnded()  # published sessions and viewers, for a late DELETE
         self.ended = EndedTotals()  # what ended sessions counted: the node's counters never go back
-        self._latency_sink = latency_sink  # each frame's server latency, for the node's histogram
+        self._timings = timings  # each frame's latency and encoding, for the node's histograms
 
     async def open(
         self,
@@ -82,7 +83,7 @@ class SessionManager:
             faces=self._faces,
             make_meter=make_meter,
             on_closed=self._forget,
-            latency_sink=self._latency_sink,
+            timings=self._timings,
         )
         self._sessions[session.id] = session
         try:

@@ -61,13 +61,14 @@ class NodeMetrics:
         stages = Histogram(
             "facefuse_frame_stage_seconds",
             "A frame's time in a stage of the server: queue_wait (arrival at the scheduler -> its batch "
-            "starts computing), chain (its batch's compute)",
+            "starts computing), chain (its batch's compute), encode (an encoder's encoding and sending of it)",
             ["stage"],
             buckets=LATENCY_BUCKETS_S,
             registry=self.registry,
         )
         self._queue_wait = stages.labels(stage="queue_wait")
         self._chain = stages.labels(stage="chain")
+        self._encode = stages.labels(stage="encode")
         self.http_requests = Counter(
             "facefuse_http_requests",
             "HTTP requests answered, by method, route template and status",
@@ -89,6 +90,14 @@ class NodeMetrics:
             "The quota store's ping round trip at the last scrape (NaN when it did not answer)",
             registry=self.registry,
         )
+
+    def latency(self, seconds: float) -> None:
+        """A frame sent: decode done -> handed to the encoder (stream.frame_timings.FrameTimings)."""
+        self.server_latency.observe(seconds)
+
+    def encode(self, seconds: float) -> None:
+        """An encoder's time on a frame (each viewer's encoder too)."""
+        self._encode.observe(seconds)
 
     def observe_batch(self, times: BatchTimes) -> None:
         """The runner's `on_batch` (its compute thread): each frame's queue wait and chain time."""

@@ -21,10 +21,16 @@ from pipeline.runner import FrameResult
 class ProcessedTrack(MediaStreamTrack):
     kind = "video"
 
-    def __init__(self, on_sent: Callable[[FrameResult, float], None], on_replaced: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        on_sent: Callable[[FrameResult, float], None],
+        on_replaced: Callable[[], None],
+        on_encoded: Callable[[float], None] | None = None,
+    ) -> None:
         super().__init__()
         self._on_sent = on_sent
         self._on_replaced = on_replaced
+        self._on_encoded = on_encoded  # each frame's encoding and sending, in seconds (the node's metrics)
         self._slot: FrameResult | None = None
         self._ready = asyncio.Event()
         # ms from handing a frame to the sender until it asks for the next: encoding and sending it
@@ -42,7 +48,10 @@ class ProcessedTrack(MediaStreamTrack):
 
     async def recv(self) -> av.VideoFrame:
         if self._handed_at is not None:  # the sender asks again once it has encoded and sent the last frame
-            self.encode_ms.add((time.monotonic() - self._handed_at) * 1000)
+            encode_s = time.monotonic() - self._handed_at
+            self.encode_ms.add(encode_s * 1000)
+            if self._on_encoded is not None:
+                self._on_encoded(encode_s)
             self._handed_at = None
         while self._slot is None:
             if self.readyState != "live":

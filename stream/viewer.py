@@ -45,7 +45,12 @@ class Viewer:
         self._on_closed = on_closed
         self._settings = session.settings
         self._pc = RTCPeerConnection(rtc_configuration(self._settings.ice))
-        self._video = ProcessedTrack(on_sent=self._frame_sent, on_replaced=self._frame_replaced)
+        timings = session.timings
+        self._video = ProcessedTrack(
+            on_sent=self._frame_sent,
+            on_replaced=self._frame_replaced,
+            on_encoded=timings.encode if timings is not None else None,
+        )
         self._audio = session.audio.subscribe() if session.audio.has_source else None
         self._close_started = False
         self._closed = asyncio.Event()

@@ -108,7 +108,7 @@ async def test_counters_move_as_frames_flow_and_never_go_back():
             assert value(second, "facefuse_frames_total", result="processed") > value(
                 first, "facefuse_frames_total", result="processed"
             )
-            for stage in ("queue_wait", "chain"):
+            for stage in ("queue_wait", "chain", "encode"):
                 assert value(second, "facefuse_frame_stage_seconds_count", stage=stage) > 0
             # one latency observation for each frame handed to an encoder, in the same scrape
             assert value(second, "facefuse_server_latency_seconds_count") == value(second, "facefuse_frames_sent_total")

@@ -33,9 +33,10 @@ from signaling.app_keys import (
 from signaling.bad_request_log import quiet_bad_request_log
 from signaling.cors import cors_for_allowed_origins
 from signaling.errors import json_errors
+from signaling.event_streams import EventStreams
 from signaling.http_metrics import count_requests
 from signaling.origin_check import host_and_origin_check
-from signaling.routes import account, faces, health, metrics, pages, sessions, streams, whep, whip
+from signaling.routes import account, events, faces, health, metrics, pages, sessions, streams, whep, whip
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
 from stream.node_metrics import NodeFacts, NodeMetrics
@@ -60,6 +61,8 @@ def create_app(settings: ServerSettings) -> web.Application:
     # local mode has one account for everyone on this machine: the library's whole size is its own
     per_account = settings.http.max_faces if settings.local_mode else settings.http.max_faces_per_account
     app[FACES] = FaceLibrary(settings.http.max_faces, per_account)
+    app[events.EVENT_STREAMS] = EventStreams(settings.events)
+    app.on_shutdown.append(events.end_event_streams)
     app.cleanup_ctx.append(_quota_store)
     app.cleanup_ctx.append(_pipeline_and_sessions)
     app.add_routes(health.routes)
@@ -67,6 +70,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.add_routes(sessions.routes)
     app.add_routes(account.routes)
     app.add_routes(streams.routes)
+    app.add_routes(events.routes)
     app.add_routes(whip.routes)
     app.add_routes(whep.routes)
     app.add_routes(pages.routes)

@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.settings import PipelineSettings
 from quota.accounts import LOCAL_TIER
 from quota.settings import QuotaSettings
+from signaling.event_streams import EventStreamSettings
 from signaling.metrics_access import checked_network
 from signaling.origin_check import checked_allowed_origin, checked_public_host
 from stream.settings import StreamSettings
@@ -80,6 +81,7 @@ class ServerSettings:
     stream: StreamSettings = field(default_factory=StreamSettings)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     quota: QuotaSettings = field(default_factory=QuotaSettings)
+    events: EventStreamSettings = field(default_factory=EventStreamSettings)  # the dashboards' GET /api/events
 
     def __post_init__(self) -> None:
         if self.local_mode and LOCAL_TIER not in self.quota.tiers_by_name:

@@ -29,18 +29,22 @@ async def _store_reachable(store: QuotaStore) -> bool:
     return True
 
 
+def readiness(worker_running: bool, store_ok: bool) -> str:
+    """The status: "ok" where this node can start sessions, else why not (/healthz's and the dashboard's status)."""
+    if not worker_running:
+        return "worker stopped"
+    if not store_ok:
+        return "quota store unavailable"
+    return "ok"
+
+
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
     """503 when this node cannot start sessions: its worker stopped, or the quota store
     (without which no offer is accepted) does not answer."""
     runner = request.app[RUNNER]
     store_ok = await _store_reachable(request.app[ACCOUNTS].store)
-    if not runner.running:
-        status = "worker stopped"
-    elif not store_ok:
-        status = "quota store unavailable"
-    else:
-        status = "ok"
+    status = readiness(runner.running, store_ok)
     timer = getattr(runner.chain, "timer", None)  # face chains time their stages
     return web.json_response(
         {

@@ -30,14 +30,18 @@ def _describe(token: ViewToken) -> dict[str, Any]:
 
 @routes.get("/api/streams")
 async def list_streams(request: web.Request) -> web.Response:
-    """The account's streams: each name published now or holding view tokens; whether it is live,
-    the session behind it and its viewers."""
     account = await current_account(request)
+    return web.json_response({"streams": await describe_streams(request, account.id)})
+
+
+async def describe_streams(request: web.Request, account_id: str) -> list[dict[str, Any]]:
+    """The account's streams: each name published now or holding view tokens; whether it is live,
+    the session behind it and its viewers (GET /api/streams, and the dashboard's events)."""
     sessions = request.app[SESSIONS]
     counts: dict[str, int] = {}
-    for token in await _view_tokens(request).of_account(account.id):
+    for token in await _view_tokens(request).of_account(account_id):
         counts[token.stream] = counts.get(token.stream, 0) + 1
-    live = {publication.name: publication.session_id for publication in sessions.streams.of_account(account.id)}
+    live = {publication.name: publication.session_id for publication in sessions.streams.of_account(account_id)}
     streams = []
     for name in sorted(counts.keys() | live.keys()):
         session_id = live.get(name)
@@ -51,7 +55,7 @@ async def list_streams(request: web.Request) -> web.Response:
                 "view_tokens": counts.get(name, 0),
             }
         )
-    return web.json_response({"streams": streams})
+    return streams
 
 
 @routes.post("/api/streams/{stream}/view-tokens")

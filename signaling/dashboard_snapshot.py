@@ -1,0 +1,146 @@
+"""One snapshot of what a dashboard shows, sent about once a second on its event stream
+(routes/events.py; the fields are docs/api.md's "Dashboard events").
+
+Each part is what the API's own answer for it is (GET /api/account, /api/sessions/{id},
+/api/streams, /api/faces), so the page's numbers match the API's. What fails while a snapshot is
+built (the quota store not answering) is named in its `errors` in words a person understands, and
+the last figures the store gave are shown meanwhile: the stream goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from aiohttp import web
+
+from pipeline.device_memory import device_memory
+from quota.errors import AccountNotFound, StoreUnavailable
+from quota.store import Account
+from signaling.app_keys import ACCOUNTS, DEVICE, RUNNER, SESSIONS
+from signaling.routes.account import describe
+from signaling.routes.faces import describe_library
+from signaling.routes.health import STORE_PING_TIMEOUT_S, readiness
+from signaling.routes.streams import describe_streams
+from stream.session import Session
+
+# The most accounts the operator's view lists (those burning fastest).
+MAX_NODE_ACCOUNTS = 100
+
+STORE_UNAVAILABLE = {
+    "code": "quota_store_unavailable",
+    "message": "the token store is not answering: balances may be stale",
+}
+ACCOUNT_GONE = {"code": "account_not_found", "message": "this account no longer exists"}
+
+
+class DashboardSnapshots:
+    """The snapshots of one open dashboard: an account's (its own sessions, streams and faces) or,
+    with `account` None, the operator's (every session on this node, and the node)."""
+
+    def __init__(self, request: web.Request, account: Account | None) -> None:
+        self._request = request
+        self._app = request.app
+        self._account_id = account.id if account is not None else None
+        # the last figures the store gave, shown while it does not answer
+        self._account = describe(request, account) if account is not None else None
+        self._streams: list[dict[str, Any]] = []
+        self._balances: dict[str, dict[str, Any]] = {}
+
+    async def build(self) -> dict[str, Any]:
+        errors: list[dict[str, str]] = []
+        account_id = self._account_id
+        sessions = self._app[SESSIONS].all(account_id)
+        snapshot: dict[str, Any] = {
+            "t": time.time(),
+            "account": await self._account_now(errors) if account_id is not None else None,
+            "sessions": [session.snapshot() for session in sessions],
+            "streams": await self._streams_now(errors) if account_id is not None else None,
+            "faces": describe_library(self._request, account_id) if account_id is not None else None,
+        }
+        if account_id is None:
+            snapshot["node"] = await self._node(sessions, errors)
+        snapshot["errors"] = _unique(errors)
+        return snapshot
+
+    async def _account_now(self, errors: list[dict[str, str]]) -> dict[str, Any] | None:
+        try:
+            async with asyncio.timeout(STORE_PING_TIMEOUT_S):
+                account = await self._app[ACCOUNTS].get(self._account_id)
+        except (StoreUnavailable, TimeoutError):
+            errors.append(STORE_UNAVAILABLE)
+        except AccountNotFound:
+            errors.append(ACCOUNT_GONE)
+        else:
+            self._account = describe(self._request, account)
+        return self._account
+
+    async def _streams_now(self, errors: list[dict[str, str]]) -> list[dict[str, Any]]:
+        try:
+            async with asyncio.timeout(STORE_PING_TIMEOUT_S):
+                self._streams = await describe_streams(self._request, self._account_id)
+        except (StoreUnavailable, TimeoutError):
+            errors.append(STORE_UNAVAILABLE)
+        return self._streams
+
+    async def _node(self, sessions: list[Session], errors: list[dict[str, str]]) -> dict[str, Any]:
+        runner = self._app[RUNNER]
+        store_ok, rtt_ms = await self._ping_store()
+        if not store_ok:
+            errors.append(STORE_UNAVAILABLE)
+        status = readiness(runner.running, store_ok)
+        device = self._app[DEVICE]
+        on_gpu = device.startswith("cuda")
+        gpu_memory = device_memory(device) if on_gpu else None
+        timer = getattr(runner.chain, "timer", None)  # face chains time their stages
+        return {
+            "ready": status == "ok",
+            "status": status,
+            "chain": runner.chain.name,
+            "device": device,
+            "scheduler": runner.stats(),
+            "chain_stages_ms": timer.means() if timer is not None else None,
+            "quota_store": {"ok": store_ok, "rtt_ms": rtt_ms},
+            "memory": {
+                "resident_bytes": device_memory("cpu").in_use_bytes,
+                "device_bytes": gpu_memory.in_use_bytes if gpu_memory is not None else None,
+                "device_peak_bytes": gpu_memory.peak_bytes if gpu_memory is not None else None,
+            },
+            "accounts": await self._accounts_by_burn_rate(sessions, store_ok),
+        }
+
+    async def _ping_store(self) -> tuple[bool, float | None]:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(STORE_PING_TIMEOUT_S):
+                await self._app[ACCOUNTS].store.ping()
+        except (StoreUnavailable, TimeoutError):
+            return False, None
+        return True, round((time.perf_counter() - started) * 1000, 2)
+
+    async def _accounts_by_burn_rate(self, sessions: list[Session], store_ok: bool) -> list[dict[str, Any]]:
+        """The accounts with sessions on this node, fastest burning first. The store lists no
+        accounts, and one with no session here burns nothing here; balances are the last the store
+        gave while it does not answer."""
+        ids = {session.account_id for session in sessions if session.account_id is not None}
+        if store_ok:
+            found = await asyncio.gather(*(self._described(account_id) for account_id in ids))
+            self._balances = {entry["id"]: entry for entry in found if entry is not None}
+        described = [self._balances[account_id] for account_id in ids if account_id in self._balances]
+        described.sort(key=lambda entry: entry["burn_rate"], reverse=True)
+        return described[:MAX_NODE_ACCOUNTS]
+
+    async def _described(self, account_id: str) -> dict[str, Any] | None:
+        try:
+            async with asyncio.timeout(STORE_PING_TIMEOUT_S):
+                account = await self._app[ACCOUNTS].get(account_id)
+        except (StoreUnavailable, TimeoutError, AccountNotFound):
+            return None
+        entry = describe(self._request, account)
+        return {key: entry[key] for key in ("id", "tier", "balance", "burn_rate", "active_sessions")}
+
+
+def _unique(errors: list[dict[str, str]]) -> list[dict[str, str]]:
+    """One of each: the store down fails the account, the streams and the ping alike."""
+    return list({error["code"]: error for error in errors}.values())

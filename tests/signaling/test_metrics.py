@@ -4,6 +4,7 @@ scrape has."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -128,6 +129,26 @@ async def test_counters_move_as_frames_flow_and_never_go_back():
             assert value(third, "facefuse_frames_total", result="processed") == ended["frames_processed"]
             charged = value(third, "facefuse_tokens_charged_total", tier=ended["meter"]["tier"])
             assert charged == pytest.approx(ended["meter"]["spent"], abs=1e-3)
+
+            # The frames the chain ran: the batch sizes' sum, and each stage histogram's count. The
+            # runner observes a batch just after releasing its lock: wait out a batch still finishing.
+            async def runner_frames() -> tuple[float, float, float]:
+                families = await scrape(http, url)
+                return (
+                    value(families, "facefuse_batch_size_sum"),
+                    value(families, "facefuse_frame_stage_seconds_count", stage="queue_wait"),
+                    value(families, "facefuse_frame_stage_seconds_count", stage="chain"),
+                )
+
+            counts = await runner_frames()
+            for _ in range(20):
+                if len(set(counts)) == 1:
+                    break
+                await asyncio.sleep(0.1)
+                counts = await runner_frames()
+            assert len(set(counts)) == 1, counts
+            # passthrough processes every frame it runs; a frame whose session ended meanwhile is not delivered
+            assert 0 < ended["frames_processed"] <= counts[0]
 
 
 async def test_an_unknown_path_is_counted_by_template_not_by_path():

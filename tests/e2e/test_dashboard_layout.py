@@ -1,0 +1,239 @@
+"""The dashboard with 50 live sessions and an hour's worth of snapshots, in headless Chromium: no
+layout that breaks, no DOM churn per snapshot (each session's card made once, then updated in
+place), at most 5 minutes of points per plot, ended sessions' cards and series let go, and a
+snapshot's errors said in a banner. Fifty real sessions do not fit a 2-core machine, so the page
+is fed by a stand-in for our own /api/events (the snapshots docs/api.md describes), driven
+snapshot by snapshot from the test, with the server time stepping faster than the clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from support.browser import chromium, chromium_flags, face_path, wait_for, write_y4m
+from support.loop_thread import LoopThread
+from support.server import REPO_ROOT
+
+pytestmark = pytest.mark.browser
+
+KEY = "key-of-the-stand-in"
+T0 = 1_800_000_000.0
+STEP_S = 5.0  # server time between two snapshots: an hour of them goes by in seconds
+WINDOW_S = 300  # the page keeps this much of each series (static/dashboard_series.js)
+ENDED_KEEP_S = 60  # and an ended session's card this long (static/dashboard_streamer.js)
+FORGET_S = 120  # and an ended session's series this long
+
+
+def session(index: int, t: float) -> dict:
+    """One session as GET /api/sessions/{id} describes it, with the dashboard's added fields."""
+    return {
+        "session_id": f"session-{index:02d}-{'x' * 12}",
+        "state": "live",
+        "account_id": "acme",
+        "face_id": None,
+        "stream": None,
+        "options": {"swap": "all"},
+        "created_at": T0,
+        "close_reason": None,
+        "frames_in": int((t - T0) * 30),
+        "frames_out": int((t - T0) * 30),
+        "fps_in": 30.0,
+        "fps_out": 29.0 + index % 2,
+        "latency_ms": {"p50": 20.0 + index, "p99": 60.0 + index},
+        "codec": "VP8",
+        "width": 1280,
+        "height": 720,
+        "last_error": None,
+        "meter": {"level": "full", "spent": round((t - T0) * 0.01 * index, 4), "burn_rate": 0.01 * index},
+        "viewers": index % 3,
+        "network": {
+            "bitrate_in_bps": 2_500_000,
+            "bitrate_out_bps": 2_400_000,
+            "packets_lost_ratio": 0.002,
+            "rtt_ms": 3,
+        },
+        "throttle": {"level": "slow", "reason": "tokens running low"} if index == 7 else None,
+    }
+
+
+def snapshot(t: float, sessions: range, errors: list[dict] | None = None) -> dict:
+    return {
+        "t": t,
+        "account": {
+            "id": "acme",
+            "tier": "paid",
+            "balance": 100_000 - (t - T0),
+            "hourly_spend": 12.5,
+            "hourly_cap": 600,
+            "metered": True,
+            "max_sessions": 64,
+            "active_sessions": len(sessions),
+            "burn_rate": 0.5 * len(sessions),
+        },
+        "sessions": [session(index, t) for index in sessions],
+        "streams": [],
+        "faces": [],
+        "errors": errors or [],
+    }
+
+
+class StandIn:
+    """The page's files as the server serves them, and an /api/events that sends what the test queues."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[dict] = asyncio.Queue()
+        self.streams: set[asyncio.Task] = set()  # ended at stop: they never end by themselves
+        self.app = web.Application()
+        self.app.router.add_get("/dashboard", self.page)
+        self.app.router.add_static("/static/", REPO_ROOT / "static")
+        self.app.router.add_get("/healthz", self.health)
+        self.app.router.add_get("/api/events", self.events)
+        self.runner = web.AppRunner(self.app)
+
+    async def page(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(REPO_ROOT / "static" / "dashboard.html")
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"local_account": False})
+
+    async def start(self) -> str:
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        return f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != f"Bearer {KEY}":
+            return web.json_response({"error": {"code": "unauthorized", "message": "the key is not valid"}}, status=401)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
+        await response.prepare(request)
+        self.streams.add(asyncio.current_task())
+        while True:
+            data = await self.queue.get()
+            await response.write(f"event: snapshot\ndata: {json.dumps(data)}\n\n".encode())
+
+    async def send(self, *snapshots: dict) -> None:
+        for data in snapshots:
+            self.queue.put_nowait(data)
+
+    async def stop(self) -> None:
+        for task in self.streams:
+            task.cancel()
+        await self.runner.cleanup()
+
+
+@pytest.fixture
+def stand_in() -> Iterator[tuple[LoopThread, StandIn, str]]:
+    thread = LoopThread()
+    server = thread.run(_make_stand_in())
+    try:
+        yield thread, server, thread.run(server.start())
+    finally:
+        thread.run(server.stop())
+        thread.close()
+
+
+async def _make_stand_in() -> StandIn:
+    return StandIn()  # its queue belongs to the thread's loop
+
+
+@pytest.fixture
+def driver(tmp_path: Path):
+    clip = write_y4m(face_path("obama.jpg"), tmp_path / "camera.y4m", frames=2)
+    (tmp_path / "profile").mkdir()
+    with chromium([*chromium_flags(clip, tmp_path / "profile"), "--window-size=1400,1000"]) as browser:
+        yield browser
+
+
+def snapshots_seen(driver) -> int:
+    return driver.execute_script("return window.facefuseDashboard.state.snapshots;")
+
+
+LAYOUT_JS = """
+const cards = Array.from(document.querySelectorAll('#session-cards .card'));
+const root = document.documentElement;
+return {
+  cards: cards.length,
+  pageOverflow: root.scrollWidth - root.clientWidth,
+  cardOverflow: Math.max(...cards.map((c) => c.scrollWidth - c.clientWidth)),
+  narrowest: Math.min(...cards.map((c) => c.getBoundingClientRect().width)),
+  widest: Math.max(...cards.map((c) => c.getBoundingClientRect().width)),
+};
+"""
+
+# Counts elements added under the session cards from now on (text updates add none).
+WATCH_CHURN_JS = """
+window.addedElements = 0;
+window.probeCard = document.querySelector('#session-cards .card');
+new MutationObserver((records) => {
+  for (const r of records) for (const n of r.addedNodes) if (n.nodeType === 1) window.addedElements += 1;
+}).observe(document.getElementById('session-cards'), {childList: true, subtree: true});
+"""
+
+SERIES_JS = """
+const store = window.facefuseDashboard.views.streamer.series;
+return Array.from(store.series.entries()).map(([key, s]) => [key, s.length, s.columns[0][0], s.columns[0][s.length - 1]]);
+"""
+
+
+def test_fifty_sessions_for_an_hour_keep_the_layout_and_flat_memory(stand_in, driver, tmp_path):
+    thread, server, base_url = stand_in
+    driver.get(f"{base_url}/dashboard")
+    driver.find_element("id", "key").send_keys(KEY)
+    driver.find_element("css selector", "#sign-in-form button[type=submit]").click()
+    thread.run(server.send(snapshot(T0, range(50))))
+    wait_for(lambda: driver.execute_script(LAYOUT_JS)["cards"] == 50, 15, "50 session cards")
+
+    layout = driver.execute_script(LAYOUT_JS)
+    assert layout["pageOverflow"] <= 0 and layout["cardOverflow"] <= 0, layout
+    assert layout["narrowest"] >= 300 and layout["widest"] - layout["narrowest"] < 1, layout
+    driver.save_screenshot(str(tmp_path / "fifty-sessions.png"))
+
+    # an hour of snapshots: each card updated in place, each plot holding 5 minutes at most
+    driver.execute_script(WATCH_CHURN_JS)
+    hour = [snapshot(T0 + STEP_S * i, range(50)) for i in range(1, 721)]
+    thread.run(server.send(*hour))
+    wait_for(lambda: snapshots_seen(driver) >= 721, 120, "an hour of snapshots read", 0.5)
+    assert driver.execute_script("return window.addedElements;") == 0, "no element made for a snapshot"
+    assert driver.execute_script("return window.probeCard.isConnected;"), "the card is the same node"
+    series = driver.execute_script(SERIES_JS)
+    assert len(series) == 51, "50 sessions and the account"
+    assert all(length <= WINDOW_S / STEP_S + 1 and last - first <= WINDOW_S for _, length, first, last in series), (
+        series
+    )
+    texts = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#session-cards .card')[7].querySelectorAll('[data-field]'))"
+        ".map((e) => e.textContent.trim());"
+    )
+    assert "slow: tokens running low" in texts and "1280×720 VP8" in texts, texts
+
+    # half of them end: marked ended, then let go, cards and series both
+    t_end = T0 + STEP_S * 720
+    thread.run(server.send(snapshot(t_end + STEP_S, range(25))))
+    wait_for(
+        lambda: driver.execute_script("return document.querySelectorAll('.card[data-state=ended]').length;") == 25,
+        10,
+        "25 cards marked ended",
+    )
+    later = [snapshot(t_end + STEP_S * i, range(25)) for i in range(2, 2 + int(FORGET_S / STEP_S) + 2)]
+    thread.run(server.send(*later))
+    seen = 722 + len(later)
+    wait_for(lambda: snapshots_seen(driver) >= seen, 30, "the later snapshots read", 0.5)
+    assert driver.execute_script(LAYOUT_JS)["cards"] == 25
+    assert len(driver.execute_script(SERIES_JS)) == 26, "the ended sessions' series forgotten"
+
+    # what failed while building a snapshot is said in a banner, in words
+    message = "the token store is not answering: balances may be stale"
+    thread.run(
+        server.send(snapshot(t_end + 1000, range(25), [{"code": "quota_store_unavailable", "message": message}]))
+    )
+    wait_for(lambda: driver.find_element("id", "banner").text == message, 5, "the banner")
+    thread.run(server.send(snapshot(t_end + 1005, range(25))))
+    wait_for(
+        lambda: not driver.find_element("id", "banner").is_displayed(), 5, "the banner gone once the store answers"
+    )

@@ -21,6 +21,7 @@ from signaling.app_keys import SETTINGS
 from signaling.errors import ApiError, json_errors
 from signaling.routes.metrics import check_metrics_access, metrics
 from signaling.settings import HttpSettings, ServerSettings
+from support.metering import ADMIN, create_account, metered_settings
 from support.server import REPO_ROOT, face_rgb, loopback_settings, running_server, wait_until
 
 ADMIN_KEY = "metrics-test-admin-key-0123456789"
@@ -151,6 +152,31 @@ async def test_counters_move_as_frames_flow_and_never_go_back():
             assert 0 < ended["frames_processed"] <= counts[0]
 
 
+async def test_a_session_out_of_tokens_shows_as_stopped_and_its_frames_as_throttled():
+    """An account's tokens run out: the meter stops processing, and the frames shown unprocessed
+    count as throttled; the tokens charged are the tier's, and the account's spending."""
+    settings = metered_settings(None, lease_s=1.0, slow_below_s=0.0, crawl_below_s=0.0, grace_s=5.0)
+    async with running_server(settings) as (url, app):
+        async with FacefuseClient(url, api_key=ADMIN) as admin, aiohttp.ClientSession() as http:
+            key = await create_account(admin, "pia", balance=0.5)
+            async with FacefuseClient(url, api_key=key) as pia:
+                session = await pia.connect(ImageTrack(face_rgb("obama.jpg"), tag=3))
+
+                def stopped() -> bool:
+                    return any(e.get("type") == "meter" and e["level"] == "stopped" for e in session.events)
+
+                await wait_until(stopped, timeout=15)
+                await asyncio.sleep(0.5)  # a few frames shown unprocessed
+                families = await scrape(http, url)  # loopback: no key needed, also with an admin key set
+                assert value(families, "facefuse_throttle_sessions", level="stopped") == 1
+                assert value(families, "facefuse_throttle_sessions", level="full") == 0
+                assert value(families, "facefuse_frames_total", result="throttled") > 0
+                account = await pia.request("GET", "/api/account")
+                charged = value(families, "facefuse_tokens_charged_total", tier="paid")
+                assert charged == pytest.approx(0.5 - account["balance"], abs=1 / 30)  # within one frame's price
+                await session.close()
+
+
 async def test_an_unknown_path_is_counted_by_template_not_by_path():
     async with running_server(loopback_settings()) as (url, app):
         async with aiohttp.ClientSession() as http:
@@ -177,7 +203,7 @@ def scrape_request(app, peer: str, authorization: str | None = None):
     return make_mocked_request("GET", "/metrics", headers=headers, app=app, transport=Transport())
 
 
-def metered_settings(*allowed: str) -> ServerSettings:
+def admin_settings(*allowed: str) -> ServerSettings:
     return ServerSettings(http=HttpSettings(metrics_allow=allowed), quota=QuotaSettings(admin_key=ADMIN_KEY))
 
 
@@ -195,7 +221,7 @@ def metered_settings(*allowed: str) -> ServerSettings:
     ],
 )
 def test_who_may_read_the_metrics(peer, authorization, status):
-    app = create_app(metered_settings("10.1.0.0/16", "fd00::/8"))
+    app = create_app(admin_settings("10.1.0.0/16", "fd00::/8"))
     request = scrape_request(app, peer, authorization)
     if status is None:
         check_metrics_access(request)
@@ -206,7 +232,7 @@ def test_who_may_read_the_metrics(peer, authorization, status):
 
 
 async def test_a_refusal_is_a_json_error():
-    app = create_app(metered_settings())
+    app = create_app(admin_settings())
     response = await json_errors(scrape_request(app, "192.0.2.7"), metrics)
     assert response.status == 403
     body = json.loads(response.body)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 
 import aiohttp
@@ -175,6 +176,21 @@ async def test_a_session_out_of_tokens_shows_as_stopped_and_its_frames_as_thrott
                 charged = value(families, "facefuse_tokens_charged_total", tier="paid")
                 assert charged == pytest.approx(0.5 - account["balance"], abs=1 / 30)  # within one frame's price
                 await session.close()
+
+
+@pytest.mark.redis
+async def test_the_quota_store_shows_down_while_redis_is_away(redis_server):
+    async with running_server(loopback_settings(quota={"redis_url": redis_server.url})) as (url, app):
+        async with aiohttp.ClientSession() as http:
+            up = await scrape(http, url)
+            assert value(up, "facefuse_quota_store_up") == 1
+            assert 0 < value(up, "facefuse_quota_store_rtt_seconds") < 1
+            redis_server.stop(kill=True)
+            down = await scrape(http, url)
+            assert value(down, "facefuse_quota_store_up") == 0
+            assert math.isnan(value(down, "facefuse_quota_store_rtt_seconds"))
+            redis_server.start()
+            assert value(await scrape(http, url), "facefuse_quota_store_up") == 1
 
 
 async def test_an_unknown_path_is_counted_by_template_not_by_path():

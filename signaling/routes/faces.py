@@ -18,9 +18,11 @@ routes = web.RouteTableDef()
 
 
 def describe_face(face: Face) -> dict[str, object]:
-    """The face's description with the URL of its thumbnail (null where the chain found no face)."""
+    """The face's description with the URL of its thumbnail (null where the chain found no face).
+    `face_size` and `warnings` are there with every chain (null and empty where it measures none),
+    so a page reads one shape."""
     thumbnail_url = f"/api/faces/{face.id}/thumbnail" if face.thumbnail is not None else None
-    return {**face.describe(), "thumbnail_url": thumbnail_url}
+    return {"face_size": None, "warnings": [], **face.describe(), "thumbnail_url": thumbnail_url}
 
 
 def describe_library(request: web.Request, account_id: str) -> list[dict[str, object]]:

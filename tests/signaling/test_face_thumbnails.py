@@ -80,7 +80,9 @@ async def test_a_chain_without_faces_keeps_no_thumbnail():
     async with running_server(loopback_settings()) as (url, app):  # passthrough: any photo will do
         async with FacefuseClient(url) as client:
             face_id = await client.upload_face(face_path("obama.jpg").read_bytes())
-            assert (await client.request("GET", f"/api/faces/{face_id}"))["thumbnail_url"] is None
+            face = await client.request("GET", f"/api/faces/{face_id}")
+            assert face["thumbnail_url"] is None
+            assert (face["face_size"], face["warnings"]) == (None, [])  # the library's one shape, all the same
             with pytest.raises(ServerError) as caught:
                 await client.request("GET", f"/api/faces/{face_id}/thumbnail")
             assert (caught.value.status, caught.value.code) == (404, "thumbnail_not_found")

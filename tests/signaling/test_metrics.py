@@ -23,7 +23,7 @@ from signaling.errors import ApiError, json_errors
 from signaling.routes.metrics import check_metrics_access, metrics
 from signaling.settings import HttpSettings, ServerSettings
 from support.metering import ADMIN, create_account, metered_settings
-from support.server import REPO_ROOT, face_rgb, loopback_settings, running_server, wait_until
+from support.server import REPO_ROOT, face_rgb, loopback_settings, one_live_session, running_server, wait_until
 
 ADMIN_KEY = "metrics-test-admin-key-0123456789"
 # A label like these would make one series per session or account: their number has no bound.
@@ -176,6 +176,23 @@ async def test_a_session_out_of_tokens_shows_as_stopped_and_its_frames_as_thrott
                 charged = value(families, "facefuse_tokens_charged_total", tier="paid")
                 assert charged == pytest.approx(0.5 - account["balance"], abs=1 / 30)  # within one frame's price
                 await session.close()
+
+
+async def test_the_nacks_and_plis_the_server_sends_are_counted():
+    """aiortc counts neither. On loopback nothing is lost, so the test has the server's video
+    receiver send them itself, through aiortc's own (private) senders, as a loss would."""
+    async with one_live_session() as live, aiohttp.ClientSession() as http:
+        before = await scrape(http, live.client.base_url)
+        pc = live.server_session._pc
+        receiver = next(t.receiver for t in pc.getTransceivers() if t.kind == "video")
+        ssrc = receiver.getSynchronizationSources()[0].source
+        await receiver._send_rtcp_nack(ssrc, [1, 2, 3])
+        for _ in range(2):
+            await receiver._send_rtcp_pli(ssrc)
+        after = await scrape(http, live.client.base_url)
+    nacks = value(after, "facefuse_webrtc_nacks_sent_total") - value(before, "facefuse_webrtc_nacks_sent_total")
+    plis = value(after, "facefuse_webrtc_plis_sent_total") - value(before, "facefuse_webrtc_plis_sent_total")
+    assert nacks >= 1 and plis >= 2, (nacks, plis)  # loopback may add its own, never fewer
 
 
 @pytest.mark.redis

@@ -18,12 +18,14 @@ from client.facefuse_client import FacefuseClient
 from client.image_track import ImageTrack
 from quota.settings import QuotaSettings
 from signaling.app import create_app
-from signaling.app_keys import SETTINGS
+from signaling.app_keys import SESSIONS, SETTINGS
 from signaling.errors import ApiError, json_errors
 from signaling.routes.metrics import check_metrics_access, metrics
 from signaling.settings import HttpSettings, ServerSettings
 from support.metering import ADMIN, create_account, metered_settings
 from support.server import REPO_ROOT, face_rgb, loopback_settings, one_live_session, running_server, wait_until
+from support.whep_viewer import whep_viewer
+from support.whip_publisher import offer_like_obs, post_offer
 
 ADMIN_KEY = "metrics-test-admin-key-0123456789"
 # A label like these would make one series per session or account: their number has no bound.
@@ -176,6 +178,35 @@ async def test_a_session_out_of_tokens_shows_as_stopped_and_its_frames_as_thrott
                 charged = value(families, "facefuse_tokens_charged_total", tier="paid")
                 assert charged == pytest.approx(0.5 - account["balance"], abs=1 / 30)  # within one frame's price
                 await session.close()
+
+
+async def test_whip_and_whep_requests_and_a_viewers_bytes_are_counted():
+    """A WHIP publisher sending only (as OBS) and a WHEP viewer: what the viewer received the node
+    counts as sent, and keeps counting once the viewer has gone."""
+    async with running_server(loopback_settings()) as (url, app), aiohttp.ClientSession() as http:
+        camera = ImageTrack(face_rgb("obama.jpg"), width=320, height=240)
+        publisher = await post_offer(http, f"{url}/whip/live", *await offer_like_obs(camera))
+        try:
+            assert publisher.status == 201, publisher.body
+            async with whep_viewer(http, f"{url}/whep/live") as viewer:
+                assert viewer.status == 201, viewer.body
+                await wait_until(lambda: viewer.video_frames >= 10, timeout=15)
+                report = await viewer.pc.getStats()
+                received = sum(stats.bytesReceived for stats in report.values() if stats.type == "transport")
+                watched = await scrape(http, url)
+            await wait_until(lambda: app[SESSIONS].viewers() == [], timeout=10)
+            left = await scrape(http, url)
+        finally:
+            await publisher.close()
+    assert value(watched, "facefuse_viewers") == 1 and value(left, "facefuse_viewers") == 0
+    assert value(watched, "facefuse_webrtc_sent_bytes_total") >= received > 0
+    assert_monotonic(watched, left)  # the viewer's bytes stay in the node's totals
+    for method, route, status in (
+        ("POST", "/whip/{stream}", "201"),
+        ("POST", "/whep/{stream}", "201"),
+        ("DELETE", "/whep/{stream}/{viewer_id}", "200"),
+    ):
+        assert value(left, "facefuse_http_requests_total", method=method, route=route, status=status) == 1
 
 
 async def test_the_nacks_and_plis_the_server_sends_are_counted():

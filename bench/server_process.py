@@ -98,7 +98,7 @@ class ServerProcess:
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
-        process.terminate()  # aiohttp's run_app closes the sessions and the worker on SIGTERM
+        process.send_signal(signal.SIGINT)  # stop now: closes the sessions and the worker (SIGTERM would drain)
         try:
             process.wait(10)
         except subprocess.TimeoutExpired:

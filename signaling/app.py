@@ -22,6 +22,7 @@ from quota.store import QuotaStore
 from signaling.app_keys import (
     ACCOUNTS,
     DEVICE,
+    DRAIN,
     FACES,
     LATE_RETURNS,
     METRICS,
@@ -32,11 +33,13 @@ from signaling.app_keys import (
 )
 from signaling.bad_request_log import quiet_bad_request_log
 from signaling.cors import cors_for_allowed_origins
+from signaling.drain import Drain
 from signaling.errors import json_errors
 from signaling.event_streams import EventStreams
 from signaling.http_metrics import count_requests
 from signaling.origin_check import host_and_origin_check
 from signaling.routes import account, events, faces, health, metrics, pages, sessions, streams, whep, whip
+from signaling.routes import drain as drain_routes
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
 from stream.node_metrics import NodeFacts, NodeMetrics
@@ -75,6 +78,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.add_routes(whep.routes)
     app.add_routes(pages.routes)
     app.add_routes(metrics.routes)
+    app.add_routes(drain_routes.routes)
     app.router.add_static("/static/", settings.http.static_dir, follow_symlinks=False)
     return app
 
@@ -138,9 +142,11 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     app[RUNNER] = runner
     app[PHOTO_ANALYSIS] = analysis
     app[SESSIONS] = SessionManager(runner, settings.stream, app[FACES], timings=app[METRICS])
+    app[DRAIN] = Drain(app[SESSIONS], settings.stream.drain_timeout_s)
     app[METRICS].watch(runner, app[SESSIONS], NodeFacts(chain.name, str(device), settings.stream.max_sessions))
     try:
         yield
     finally:
+        await app[DRAIN].stop()
         await app[SESSIONS].close_all()
         await asyncio.to_thread(runner.stop)

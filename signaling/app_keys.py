@@ -7,6 +7,7 @@ from pipeline.identity.photo_analysis import PhotoAnalysis
 from pipeline.runner import BatchRunner
 from quota.accounts import Accounts
 from quota.meter import LateReturns
+from signaling.drain import Drain
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
 from stream.node_metrics import NodeMetrics
@@ -20,3 +21,4 @@ DEVICE = web.AppKey("device", str)
 ACCOUNTS = web.AppKey("accounts", Accounts)
 LATE_RETURNS = web.AppKey("late_returns", LateReturns)
 METRICS = web.AppKey("metrics", NodeMetrics)  # GET /metrics
+DRAIN = web.AppKey("drain", Drain)  # SIGTERM or the admin: no new sessions, the live ones end in time

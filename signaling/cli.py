@@ -201,6 +201,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     limits = serve.add_argument_group("limits")
     _add_setting(limits, "--max-sessions", StreamSettings, "max_sessions", type=int)
     _add_setting(limits, "--idle-timeout", StreamSettings, "idle_timeout_s", type=float)
+    _add_setting(limits, "--drain-timeout", StreamSettings, "drain_timeout_s", type=float)
     _add_setting(limits, "--max-viewers-per-stream", StreamSettings, "max_viewers_per_stream", type=int)
     _add_setting(limits, "--max-frame-pixels", PipelineSettings, "max_frame_pixels", type=_pixels)
     _add_setting(limits, "--max-decoded-pixels", StreamSettings, "max_decoded_pixels", type=_pixels)
@@ -283,6 +284,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
                 allowed_remote=allowed or None,
             ),
             idle_timeout_s=args.idle_timeout,
+            drain_timeout_s=args.drain_timeout,
             max_sessions=args.max_sessions,
             max_viewers_per_stream=args.max_viewers_per_stream,
             max_decoded_pixels=args.max_decoded_pixels,

@@ -27,6 +27,7 @@ from quota.view_tokens import InvalidStreamName, InvalidViewToken, ViewTokenNotF
 from stream.errors import (
     IceGatheringFailed,
     InvalidOffer,
+    NodeDraining,
     SessionClosedEarly,
     SessionForbidden,
     SessionNotFound,
@@ -77,6 +78,7 @@ _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (UnsupportedImage, 415),
     (FaceLibraryFull, 507),
     (TooManySessions, 503),
+    (NodeDraining, 503),
     (IceGatheringFailed, 500),
 ]
 

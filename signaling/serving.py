@@ -1,6 +1,6 @@
 """Running the server the command line has configured: the lines an operator sees at start and
-stop, start-up errors as one line, and shutdown on SIGINT/SIGTERM. Imported by the CLI only once
-the flags are read (it pulls in torch and the chains)."""
+stop, start-up errors as one line, a drain on SIGTERM and shutdown on SIGINT. Imported by the CLI
+only once the flags are read (it pulls in torch and the chains)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pipeline.device import DeviceUnavailable
 from pipeline.learned import ModelFileError
 from quota.errors import StoreUnavailable
 from signaling.app import create_app
-from signaling.app_keys import DEVICE, RUNNER
+from signaling.app_keys import DEVICE, DRAIN, RUNNER
 from signaling.settings import ServerSettings
 
 SHUTDOWN_WAIT_S = 3.0
@@ -37,6 +37,7 @@ def serve_until_stopped(settings: ServerSettings) -> int:
         # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker. It
         # waits SHUTDOWN_WAIT_S for requests in progress (a stalled upload held sessions 15 s).
         app = create_app(settings)
+        app.on_startup.append(_sigterm_drains)
         app.on_shutdown.append(_second_signal_stops_at_once)
         web.run_app(
             app,
@@ -71,6 +72,27 @@ def _say_serving(app: web.Application, settings: ServerSettings, _aiohttp_banner
         f"{accounts}); Ctrl+C stops it",
         flush=True,
     )
+
+
+async def _sigterm_drains(app: web.Application) -> None:
+    """SIGTERM (an orchestrator stopping the node) drains it (signaling/drain.py) and stops the
+    process once no session is left; another SIGTERM, or SIGINT (run_app's own handler), stops
+    it at once: the shutdown below, which tells the sessions left `server_shutdown`."""
+    loop = asyncio.get_running_loop()
+    drain = app[DRAIN]
+
+    def on_sigterm() -> None:
+        if drain.draining:
+            _stop_serving()
+        print(f"facefuse: draining: no new sessions; live ones end within {drain.timeout_s:g} s", flush=True)
+        drain.start(then=lambda: loop.call_soon(_stop_serving))
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+
+
+def _stop_serving() -> None:
+    """Ends run_app as its own signal handler does: GracefulExit out of the loop, then the shutdown."""
+    raise web.GracefulExit
 
 
 async def _second_signal_stops_at_once(_app: web.Application) -> None:

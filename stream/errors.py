@@ -19,6 +19,12 @@ class TooManySessions(StreamError):
     code = "too_many_sessions"
 
 
+class NodeDraining(StreamError):
+    """The node is draining for a restart: it takes no new session (signaling/drain.py)."""
+
+    code = "node_draining"
+
+
 class TooManyViewers(StreamError):
     code = "too_many_viewers"
 

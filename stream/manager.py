@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from stream.errors import (
+    NodeDraining,
     SessionClosedEarly,
     SessionForbidden,
     SessionNotFound,
@@ -46,6 +47,7 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         self._viewers: dict[str, Viewer] = {}
         self.streams = PublishedStreams()
+        self.draining = False  # no new sessions: signaling/drain.py
         self.recently_ended = RecentlyEnded()  # published sessions and viewers, for a late DELETE
         self.ended = EndedTotals()  # what ended sessions counted: the node's counters never go back
         self._timings = timings  # each frame's latency and encoding, for the node's histograms
@@ -68,6 +70,8 @@ class SessionManager:
         account's earlier session of that name ("replaced"): before the new
         lease, so a reconnecting publisher is not refused by its own old session.
         """
+        if self.draining:
+            raise NodeDraining("this server is restarting and takes no new sessions; try again in a few seconds")
         offer_sdp = checked_offer(offer_sdp, self._settings.ice)  # InvalidOffer before a lease is opened
         if stream is not None:
             await self._end_publication(self.streams.find(account_id, stream))

@@ -16,6 +16,10 @@ class StreamSettings:
     max_viewers_per_stream: int = field(
         default=50, metadata={"help": "WHEP viewers of one stream at most (each encodes its own video)"}
     )
+    drain_timeout_s: float = field(
+        default=300.0,
+        metadata={"help": "seconds live sessions may go on once the node drains (SIGTERM), before they are closed"},
+    )
     stats_interval_s: float = 1.0
     # fmtp hints in the answer: without them Chrome sends what aiortc's REMB
     # estimate allows, which collapsed 720p to 960x540 (docs/architecture.md).
@@ -35,6 +39,8 @@ class StreamSettings:
             raise ValueError("idle_timeout_s must be a number > 0")
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
+        if not self.drain_timeout_s >= 0:  # NaN fails it too
+            raise ValueError("drain_timeout_s must be a number >= 0")
         if self.max_viewers_per_stream < 0:
             raise ValueError("max_viewers_per_stream must be >= 0")
         if self.max_decoded_pixels < 64 * 64:

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from quota.errors import StoreUnavailable
 from quota.store import QuotaStore
-from signaling.app_keys import ACCOUNTS, DEVICE, RUNNER, SESSIONS, SETTINGS
+from signaling.app_keys import ACCOUNTS, DEVICE, DRAIN, RUNNER, SESSIONS, SETTINGS
 
 logger = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -45,6 +45,9 @@ async def healthz(request: web.Request) -> web.Response:
     runner = request.app[RUNNER]
     store_ok = await _store_reachable(request.app[ACCOUNTS].store)
     status = readiness(runner.running, store_ok)
+    drain = request.app[DRAIN]
+    if status == "ok" and drain.draining:  # the load balancer stops sending it new sessions
+        status = "draining"
     timer = getattr(runner.chain, "timer", None)  # face chains time their stages
     return web.json_response(
         {
@@ -55,6 +58,7 @@ async def healthz(request: web.Request) -> web.Response:
             # the camera page asks for an API key only where there are accounts
             "local_account": request.app[SETTINGS].local_mode,
             "sessions": len(request.app[SESSIONS].all()),
+            "drain": drain.describe(),
             "scheduler": runner.stats(),
             "chain_stages_ms": timer.means() if timer is not None else None,
         },

@@ -139,7 +139,7 @@ async def test_a_redis_that_refuses_the_probe_reads_as_unavailable(redis_server)
         await admin.aclose()
 
 
-async def test_sigterm_with_a_silent_redis_still_stops_the_server_soon(redis_server, tmp_path):
+async def test_stopping_with_a_silent_redis_still_stops_the_server_soon(redis_server, tmp_path):
     """A Redis that takes connections but never answers (SIGSTOP) held shutdown 26-28 s, close to
     the 30 s after which an orchestrator kills the process: each lease return waited on its socket
     timeout three times, then once more at the last try."""
@@ -169,7 +169,7 @@ async def test_sigterm_with_a_silent_redis_still_stops_the_server_soon(redis_ser
         if exit_code is None:
             node.terminate()
     log = node.log_path.read_text(errors="replace")  # closed by terminate
-    print(f"SIGTERM with a silent Redis: exit {exit_code} after {took:.1f} s")
+    print(f"stopped with a silent Redis: exit {exit_code} after {took:.1f} s")
     assert exit_code == 0, log[-4000:]
     assert took < 12, "shutdown waits a bounded time for a store that does not answer"
     assert "could not return lease" in log, "the unreturned leases are logged"

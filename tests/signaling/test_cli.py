@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from client.facefuse_client import FacefuseClient
+from client.facefuse_client import FacefuseClient, ServerError
 from client.image_track import ImageTrack
 from pipeline.settings import PipelineSettings
 from quota.settings import QuotaSettings
 from signaling.cli import build_parser, main, settings_from_args
 from signaling.settings import HttpSettings, ServerSettings
 from stream.settings import StreamSettings
-from support.server import face_rgb, free_port, wait_healthy
+from support.server import face_rgb, free_port, wait_healthy, wait_until
 
 FACEFUSE = str(Path(sys.executable).with_name("facefuse"))
 
@@ -125,9 +125,13 @@ def test_unknown_chain_fails_at_start_with_a_message():
     assert "unknown chain 'nosuch'" in output
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-async def test_signal_stops_the_server_cleanly_with_a_live_session(sig):
-    process, url = start_server()
+@pytest.mark.parametrize(
+    ("sig", "extra"),
+    [(signal.SIGINT, ()), (signal.SIGTERM, ("--drain-timeout", "0"))],
+    ids=["SIGINT", "SIGTERM, no drain time"],
+)
+async def test_signal_stops_the_server_cleanly_with_a_live_session(sig, extra):
+    process, url = start_server(*extra)
     try:
         async with FacefuseClient(url) as client:
             await wait_healthy(client, process)
@@ -140,7 +144,65 @@ async def test_signal_stops_the_server_cleanly_with_a_live_session(sig):
             output, _ = await asyncio.to_thread(process.communicate, timeout=15)
             await session.close()
         assert process.returncode == 0, output
-        assert "closing: server shutting down" in output
+        assert "closing: server shutting down" in output or "drain timeout was reached" in output, output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_sigterm_drains_the_live_session_then_stops():
+    """An orchestrator's SIGTERM: the live session goes on for the drain timeout while the node takes
+    no new session and fails its readiness check; then the session is told and closed, and the
+    process stops by itself."""
+    process, url = start_server("--drain-timeout", "3")
+    try:
+        async with FacefuseClient(url) as client:
+            await wait_healthy(client, process)
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: session.frames_received >= 5, timeout=10)
+            process.send_signal(signal.SIGTERM)
+            await wait_until(lambda: any(e.get("type") == "draining" for e in session.events), timeout=5)
+            before = session.frames_received
+            with pytest.raises(ServerError) as refused:
+                await client.connect(ImageTrack(face_rgb("biden.jpg"), width=320, height=240))
+            assert (refused.value.status, refused.value.code) == (503, "node_draining")
+            with pytest.raises(ServerError) as not_ready:
+                await client.request("GET", "/healthz")
+            assert not_ready.value.status == 503
+            await asyncio.sleep(0.5)
+            assert session.frames_received > before, "the live session goes on while the node drains"
+            await wait_until(lambda: any(e.get("type") == "closed" for e in session.events), timeout=10)
+            closed = next(e for e in session.events if e.get("type") == "closed")
+            output, _ = await asyncio.to_thread(process.communicate, timeout=15)
+            await session.close()
+        assert closed["code"] == "server_shutdown", closed
+        assert process.returncode == 0, output
+        assert "facefuse: draining" in output and output.rstrip().splitlines()[-1] == "facefuse: stopped", output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_a_second_sigterm_during_the_drain_stops_at_once():
+    process, url = start_server("--drain-timeout", "300")
+    try:
+        async with FacefuseClient(url) as client:
+            await wait_healthy(client, process)
+            session = await client.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
+            await wait_until(lambda: session.frames_received >= 5, timeout=10)
+            process.send_signal(signal.SIGTERM)
+            await wait_until(lambda: any(e.get("type") == "draining" for e in session.events), timeout=5)
+            assert process.poll() is None  # the drain holds the live session
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            output, _ = await asyncio.to_thread(process.communicate, timeout=15)
+            took = time.monotonic() - started
+            await session.close()
+        assert took < 5, "the second signal did not stop it at once"
+        assert process.returncode == 0, output
+        assert "closing: server shutting down" in output, output
     finally:
         if process.poll() is None:
             process.kill()

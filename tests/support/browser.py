@@ -90,9 +90,12 @@ def http_json(
 class ServerProcess:
     """`facefuse serve` on a free loopback port, with its output kept in a log file."""
 
-    def __init__(self, log_path: Path, chain: str = "invert", extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, log_path: Path, chain: str = "invert", extra_args: tuple[str, ...] = (), scheme: str = "http"
+    ) -> None:
         self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        # https: extra_args give the certificate, and urllib must trust it (SSL_CERT_FILE)
+        self.base_url = f"{scheme}://127.0.0.1:{self.port}"
         self.log_path = log_path
         self._log = open(log_path, "wb")
         command = [
@@ -121,10 +124,11 @@ class ServerProcess:
         raise TimeoutError(f"server not ready after {timeout} s:\n{self.log_tail()}")
 
     def terminate(self, timeout: float = 5.0) -> int | None:
-        """SIGTERM, then wait; returns the exit code, or None if it had to be killed."""
+        """SIGINT (stop now: SIGTERM would drain, letting live sessions go on), then wait; returns
+        the exit code, or None if it had to be killed."""
         try:
             if self.process.poll() is None:
-                self.process.send_signal(signal.SIGTERM)
+                self.process.send_signal(signal.SIGINT)
                 try:
                     return self.process.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:
@@ -143,15 +147,16 @@ def served(
     extra_args: tuple[str, ...] = (),
     ready_timeout: float = 30.0,
     stop_timeout: float = 5.0,
+    scheme: str = "http",
 ) -> Iterator[ServerProcess]:
-    """A ServerProcess for the length of a with-block; it must then exit cleanly on SIGTERM."""
-    process = ServerProcess(log_path, chain=chain, extra_args=extra_args)
+    """A ServerProcess for the length of a with-block; it must then exit cleanly on SIGINT."""
+    process = ServerProcess(log_path, chain=chain, extra_args=extra_args, scheme=scheme)
     try:
         process.wait_ready(timeout=ready_timeout)
         yield process
     finally:
         exit_code = process.terminate(timeout=stop_timeout)
-    assert exit_code == 0, f"server did not exit cleanly on SIGTERM (code {exit_code}):\n{process.log_tail()}"
+    assert exit_code == 0, f"server did not exit cleanly on SIGINT (code {exit_code}):\n{process.log_tail()}"
 
 
 # ---- the browser ------------------------------------------------------------------------------

@@ -131,6 +131,13 @@ def _add_many(group: Any, flag: str, *, help: str) -> None:  # noqa: A002
     group.add_argument(flag, action="append", help=f"{help} [env {_env_name(flag)}, comma-separated]")
 
 
+def _add_switch(group: Any, flag: str, *, help: str) -> None:  # noqa: A002
+    """A flag without a value; FACEFUSE_<FLAG>=on (or 1, true, yes) sets it too."""
+    env = os.environ.get(_env_name(flag), "")
+    on = env.strip().lower() in ("on", "1", "true", "yes")
+    group.add_argument(flag, action="store_true", default=on, help=f"{help} [env {_env_name(flag)}=on]")
+
+
 def _many(args: argparse.Namespace, flag: str) -> tuple[str, ...]:
     given = getattr(args, flag.lstrip("-").replace("-", "_"))
     if given is not None:
@@ -165,6 +172,12 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_many(network, "--allow-origin", help=_help(HttpSettings, "allowed_origins"))
     _add_many(network, "--metrics-allow", help=_help(HttpSettings, "metrics_allow"))
     _add_setting(network, "--static-dir", HttpSettings, "static_dir", type=Path)
+    _add_many(network, "--trusted-proxy", help=_help(HttpSettings, "trusted_proxies"))
+
+    tls = serve.add_argument_group("HTTPS (docs/running.md#https)")
+    _add_setting(tls, "--tls-cert", HttpSettings, "tls_cert", type=Path)
+    _add_setting(tls, "--tls-key", HttpSettings, "tls_key", type=Path)
+    _add_switch(tls, "--tls-self-signed", help=_help(HttpSettings, "tls_self_signed"))
 
     chain = serve.add_argument_group("chain")
     _add_setting(chain, "--chain", PipelineSettings, "chain")
@@ -275,6 +288,10 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             public_hosts=_many(args, "--public-host"),
             allowed_origins=_many(args, "--allow-origin"),
             metrics_allow=_many(args, "--metrics-allow"),
+            trusted_proxies=_many(args, "--trusted-proxy"),
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_self_signed=args.tls_self_signed,
         ),
         stream=StreamSettings(
             ice=IceSettings(

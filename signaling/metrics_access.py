@@ -19,8 +19,9 @@ def checked_network(text: str) -> str:
 
 
 def peer_may_scrape(peer: str | None, allowed_networks: tuple[str, ...]) -> bool:
-    """Whether the connection's peer address is loopback or in one of the networks. The peer is the
-    socket's, never a header's (X-Forwarded-For is the client's to write)."""
+    """Whether the client's address is loopback or in one of the networks. The address is the
+    socket's peer, or the client's behind a --trusted-proxy (signaling/client_address.py), never
+    an X-Forwarded-For from anyone else (the client's to write)."""
     if not peer:
         return False
     try:

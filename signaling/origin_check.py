@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from signaling.client_address import client_address, is_local_request, known_scheme
 from signaling.errors import ApiError
 
 if TYPE_CHECKING:
@@ -80,16 +81,17 @@ def is_loopback_name(name: str) -> bool:
     return name == "localhost" or (_is_address(name) and ipaddress.ip_address(name).is_loopback)
 
 
-def _own_origins(host: str | None) -> set[str]:
-    """The origins a page served by this request's Host has: http or https (a proxy in front may
-    end TLS, so the server's own scheme does not tell)."""
+def _own_origins(host: str | None, scheme: str | None = None) -> set[str]:
+    """The origins a page served by this request's Host has, over `scheme` when it is known (TLS
+    here, or a trusted proxy's X-Forwarded-Proto), else http or https (a proxy in front may end
+    TLS without saying so)."""
     if host is None:
         return set()
     host = host.strip()
     if host.count(":") > 1 and not host.startswith("["):  # an IPv6 --public-host, bare
         host = f"[{host}]"
     try:
-        return {normalized_origin(f"{scheme}://{host}") for scheme in DEFAULT_PORTS}
+        return {normalized_origin(f"{either}://{host}") for either in ([scheme] if scheme else DEFAULT_PORTS)}
     except ValueError:
         return set()
 
@@ -112,6 +114,16 @@ def host_and_origin_check(settings: ServerSettings) -> Callable:
     async def checked(
         request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        if settings.local_mode and not is_local_request(request):
+            # the server listens on loopback only, but a proxy on this machine can pass on others' requests
+            address = client_address(request)
+            raise ApiError(
+                403,
+                "local_only",
+                "without an admin key this server serves this machine only, and this request came through a "
+                f"proxy{f' from {address}' if address else ''}: start it with an admin key to serve others (a proxy "
+                "of your own on this machine that serves only this machine: --trusted-proxy with its address)",
+            )
         host = request.headers.get("Host")  # absent only from HTTP/1.0 clients, never from a browser
         if check_host and host is not None and not (request.path in PROBES and not settings.local_mode):
             if not answers_to(host_name(host)):
@@ -127,7 +139,8 @@ def host_and_origin_check(settings: ServerSettings) -> Callable:
                 normalized = normalized_origin(origin)
             except ValueError:
                 normalized = None  # "null" (a sandboxed page, a file:// page) or garbage
-            if normalized is None or (normalized not in allowed_origins and normalized not in _own_origins(host)):
+            own = _own_origins(host, known_scheme(request))
+            if normalized is None or (normalized not in allowed_origins and normalized not in own):
                 raise ApiError(
                     403,
                     "origin_not_allowed",

@@ -21,6 +21,7 @@ from quota.errors import StoreUnavailable
 from signaling.app import create_app
 from signaling.app_keys import DEVICE, DRAIN, RUNNER
 from signaling.settings import ServerSettings
+from signaling.tls import ServerTls, TlsSetupError, server_tls
 
 SHUTDOWN_WAIT_S = 3.0
 
@@ -36,6 +37,9 @@ def serve_until_stopped(settings: ServerSettings) -> int:
     try:
         # run_app handles SIGINT/SIGTERM: stops accepting, closes sessions, stops the worker. It
         # waits SHUTDOWN_WAIT_S for requests in progress (a stalled upload held sessions 15 s).
+        tls = server_tls(settings.http)  # a wrong certificate or key is said before the chain loads
+        if tls is not None and tls.self_signed:
+            _say_self_signed(tls)
         app = create_app(settings)
         app.on_startup.append(_sigterm_drains)
         app.on_shutdown.append(_second_signal_stops_at_once)
@@ -44,12 +48,13 @@ def serve_until_stopped(settings: ServerSettings) -> int:
             host=settings.http.host,
             port=settings.http.port,
             shutdown_timeout=SHUTDOWN_WAIT_S,
-            print=functools.partial(_say_serving, app, settings),
+            ssl_context=tls.context if tls is not None else None,
+            print=functools.partial(_say_serving, app, settings, "https" if tls is not None else "http"),
         )
     except web.GracefulExit:  # a second signal before the first one's shutdown began
         print(SECOND_SIGNAL, file=sys.stderr)
         return 1
-    except (UnknownChain, DeviceUnavailable, ModelFileError, StoreUnavailable) as exc:
+    except (UnknownChain, DeviceUnavailable, ModelFileError, StoreUnavailable, TlsSetupError) as exc:
         print(f"facefuse: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
@@ -61,15 +66,26 @@ def serve_until_stopped(settings: ServerSettings) -> int:
     return 0
 
 
-def _say_serving(app: web.Application, settings: ServerSettings, _aiohttp_banner: str) -> None:
+def _say_serving(app: web.Application, settings: ServerSettings, scheme: str, _aiohttp_banner: str) -> None:
     """One line once the socket listens (run_app calls it then, in place of its own banner)."""
     host = settings.http.host
-    url = f"http://[{host}]:{settings.http.port}/" if ":" in host else f"http://{host}:{settings.http.port}/"
+    url = f"{scheme}://[{host}]:{settings.http.port}/" if ":" in host else f"{scheme}://{host}:{settings.http.port}/"
     store = "redis" if settings.quota.redis_url else "memory"
     accounts = "one local account" if settings.local_mode else "accounts with API keys"
     print(
         f"facefuse: open {url} (chain {app[RUNNER].chain.name}, device {app[DEVICE]}, quota store {store}, "
         f"{accounts}); Ctrl+C stops it",
+        flush=True,
+    )
+
+
+def _say_self_signed(tls: ServerTls) -> None:
+    """What a person needs to trust a self-signed certificate: the fingerprint to compare with the
+    one the browser shows on its warning page, and where the certificate is kept."""
+    print(
+        f"facefuse: HTTPS with a self-signed certificate for {', '.join(tls.names())}, valid until "
+        f"{tls.certificate.not_valid_after_utc:%Y-%m-%d} UTC, kept in {tls.cert_path}; the browser warns "
+        f"about it: check that the certificate it shows has SHA-256 fingerprint {tls.fingerprint}",
         flush=True,
     )
 

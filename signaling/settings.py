@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.settings import PipelineSettings
 from quota.accounts import LOCAL_TIER
 from quota.settings import QuotaSettings
+from signaling.client_address import checked_trusted_proxy
 from signaling.event_streams import EventStreamSettings
 from signaling.metrics_access import checked_network
 from signaling.origin_check import checked_allowed_origin, checked_public_host
@@ -63,7 +64,44 @@ class HttpSettings:
         },
     )
 
+    # proxies whose X-Forwarded-For/-Proto are believed (signaling/client_address.py)
+    trusted_proxies: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": (
+                "a network of reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed, e.g. "
+                "127.0.0.1/32 for a proxy on this machine (repeatable); from other peers these headers are ignored"
+            )
+        },
+    )
+    # HTTPS served here (signaling/tls.py): a certificate given, or one made for a LAN demo
+    tls_cert: Path | None = field(
+        default=None,
+        metadata={
+            "help": "PEM certificate (its chain after it) to serve HTTPS with; needs --tls-key",
+            "default_text": "none: plain HTTP",
+        },
+    )
+    tls_key: Path | None = field(
+        default=None, metadata={"help": "PEM private key of --tls-cert, unencrypted", "default_text": "none"}
+    )
+    tls_self_signed: bool = field(
+        default=False,
+        metadata={
+            "help": (
+                "serve HTTPS with a self-signed certificate for --host, --public-host and localhost, made at start "
+                "(kept in $XDG_STATE_HOME/facefuse/tls and reused while valid); its SHA-256 fingerprint is printed "
+                "to compare with the browser's"
+            )
+        },
+    )
+
     def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together: give the certificate and its private key")
+        if self.tls_self_signed and self.tls_cert is not None:
+            raise ValueError("give --tls-cert/--tls-key or --tls-self-signed, not both")
+        object.__setattr__(self, "trusted_proxies", tuple(checked_trusted_proxy(cidr) for cidr in self.trusted_proxies))
         if self.max_faces < 1 or self.max_faces_per_account < 1:
             raise ValueError("--max-faces and --max-faces-per-account must be at least 1")
         object.__setattr__(self, "public_hosts", tuple(checked_public_host(name) for name in self.public_hosts))

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from quota.store import Account
 from signaling.auth import current_account, require_admin
+from signaling.client_address import client_address
 from signaling.dashboard_snapshot import DashboardSnapshots
 from signaling.errors import CLIENT_CLOSED_REQUEST, ApiError
 from signaling.event_streams import ADMIN, EventStreams
@@ -63,7 +64,7 @@ class _Client:
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
         self._response = response
-        self._peer = request.remote
+        self._peer = client_address(request) or request.remote  # behind a --trusted-proxy, the client
         self._stall_s = stall_s
         self._behind_since: float | None = None
         self.last_write = time.monotonic()

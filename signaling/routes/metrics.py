@@ -14,6 +14,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from quota.errors import StoreUnavailable
 from signaling.app_keys import ACCOUNTS, METRICS, SESSIONS, SETTINGS
 from signaling.auth import require_admin
+from signaling.client_address import client_address
 from signaling.errors import ApiError
 from signaling.metrics_access import peer_may_scrape
 from signaling.routes.health import STORE_PING_TIMEOUT_S
@@ -26,7 +27,8 @@ routes = web.RouteTableDef()
 def check_metrics_access(request: web.Request) -> None:
     """Loopback and --metrics-allow's networks read freely; others only with the admin key (401 for
     a wrong one, 403 without one or when the server has none)."""
-    if peer_may_scrape(request.remote, request.app[SETTINGS].http.metrics_allow):
+    address = client_address(request)  # behind a --trusted-proxy, the client's, never the proxy's
+    if address is not None and peer_may_scrape(str(address), request.app[SETTINGS].http.metrics_allow):
         return
     if "Authorization" in request.headers:
         require_admin(request)

@@ -17,6 +17,7 @@ from pipeline.settings import PipelineSettings
 from quota.settings import QuotaSettings
 from signaling.app import create_app
 from signaling.settings import ServerSettings
+from signaling.tls import server_tls
 from stream.ice import IceSettings
 from stream.session import Session
 from stream.settings import StreamSettings
@@ -47,15 +48,17 @@ async def wait_healthy(client: FacefuseClient, process: subprocess.Popen, timeou
 
 @contextlib.asynccontextmanager
 async def running_server(settings: ServerSettings) -> AsyncIterator[tuple[str, web.Application]]:
-    """The real app on 127.0.0.1 and a free port, in this event loop; yields (base_url, app)."""
+    """The real app on 127.0.0.1 and a free port, in this event loop; yields (base_url, app).
+    HTTPS when the settings ask for it (--tls-cert or --tls-self-signed), as `facefuse serve` does."""
+    tls = server_tls(settings.http)
     app = create_app(settings)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context if tls else None)
     await site.start()
     port = runner.addresses[0][1]
     try:
-        yield f"http://127.0.0.1:{port}", app
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}", app
     finally:
         await runner.cleanup()
 

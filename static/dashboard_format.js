@@ -5,6 +5,12 @@
 (() => {
   const ns = (window.facefuseDashboard ||= {});
   const DASH = "–";
+  // the reasons stream/metering.py's throttle() gives
+  const THROTTLE_REASONS = {
+    low_balance: "tokens running low",
+    exhausted: "out of tokens",
+    quota_store_unavailable: "the token store is not answering",
+  };
 
   function known(value) {
     return value !== null && value !== undefined && !Number.isNaN(value);
@@ -71,6 +77,13 @@
     time(unixSeconds) {
       if (!known(unixSeconds)) return DASH;
       return new Date(unixSeconds * 1000).toLocaleString("en-GB", { hour12: false });
+    },
+
+    // The meter's throttle as a person reads it: "slow: tokens running low"
+    throttle(throttle) {
+      if (!throttle || !throttle.level) return "none: full rate";
+      const reason = THROTTLE_REASONS[throttle.reason] || (throttle.reason || "").replaceAll("_", " ");
+      return reason ? `${throttle.level}: ${reason}` : throttle.level;
     },
 
     shortId(id) {

@@ -39,14 +39,15 @@
       this.series = new ns.SeriesStore();
       this.plot = null;
       this.tiers = new Map(); // account id -> tier, from the snapshot's accounts
-      this.stages = new ns.KeyedList(byId("stage-rows"), {
+      this.stages = new ns.KeyedList(byId("stage-figures"), {
         create: (key) => {
-          const node = document.createElement("tr");
-          const cells = cellsOf(node, ["name", "ms"], ["ms"]);
-          setText(cells.name, key);
-          return { node, cells };
+          const node = document.createElement("div");
+          const name = node.appendChild(document.createElement("dt"));
+          const ms = node.appendChild(document.createElement("dd"));
+          setText(name, key);
+          return { node, ms };
         },
-        update: (entry, [, ms]) => setText(entry.cells.ms, format.number(ms, 2)),
+        update: (entry, [, ms]) => setText(entry.ms, format.ms(ms)),
       });
       this.sessions = new ns.KeyedList(byId("op-session-rows"), {
         create: (key) => this.createSessionRow(key),
@@ -142,7 +143,7 @@
       setText(cells.latency, format.pair(latency.p50, latency.p99, " ms"));
       setText(cells.video, s.width ? `${s.width}×${s.height} ${s.codec || ""}`.trim() : format.DASH);
       const throttle = s.throttle;
-      setText(cells.throttle, throttle && throttle.level ? `${throttle.level}: ${throttle.reason || ""}` : "full rate");
+      setText(cells.throttle, format.throttle(throttle));
       entry.end.disabled = ["closing", "closed"].includes(s.state);
     }
 

@@ -134,7 +134,7 @@
       setText(fields.viewers, format.known(s.viewers) ? s.viewers : format.DASH);
       setText(fields.spent, s.meter ? format.tokens(s.meter.spent) : "not metered");
       const throttle = s.throttle;
-      setText(fields.throttle, throttle && throttle.level ? `${throttle.level}: ${throttle.reason || "no reason given"}` : "none: full rate");
+      setText(fields.throttle, format.throttle(throttle));
       setData(fields.throttle, "level", (throttle && throttle.level) || "full");
       this.thumbnails.show(fields.thumb, s.face_id);
       fields.thumb.title = s.face_id ? `source face ${s.face_id}` : "no source face: not swapping";

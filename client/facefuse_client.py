@@ -21,6 +21,7 @@ import av
 from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from client.cam.whip_http import KEEP_METHOD_REDIRECTS, MAX_REDIRECTS, _redirect_target
 from stream.encoder import tune_sender
 from stream.ice import IceSettings, refuse_outside_checks, restrict_gathering, rtc_configuration
 from stream.peer_close import close_peer
@@ -63,6 +64,15 @@ class ClientSession:
         await close_peer(self.pc)
 
 
+async def _json_answer(response: aiohttp.ClientResponse) -> Any:
+    """The JSON body, or ServerError with the server's error code."""
+    body = await response.json(content_type=None)
+    if response.status >= 400:
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        raise ServerError(response.status, error.get("code", "?"), error.get("message", str(body)))
+    return body
+
+
 class FacefuseClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, ice: IceSettings | None = None) -> None:
         self.base_url = base_url.rstrip("/")
@@ -81,11 +91,18 @@ class FacefuseClient:
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         async with self._http.request(method, self.base_url + path, **kwargs) as response:
-            body = await response.json(content_type=None)
-            if response.status >= 400:
-                error = body.get("error", {}) if isinstance(body, dict) else {}
-                raise ServerError(response.status, error.get("code", "?"), error.get("message", str(body)))
-            return body
+            return await _json_answer(response)
+
+    async def _post_offer(self, offer: Mapping[str, object]) -> Any:
+        """POST /api/offer, following a 307 to the node that takes the session (a full or busy node
+        sends it on) with the same body and key: aiohttp itself would drop Authorization on the way."""
+        url = self.base_url + "/api/offer"
+        for _ in range(MAX_REDIRECTS + 1):
+            async with self._http.post(url, json=offer, allow_redirects=False) as response:
+                if response.status not in KEEP_METHOD_REDIRECTS:
+                    return await _json_answer(response)
+                url = _redirect_target(url, response.headers.get("Location"), "key")
+        raise ServerError(508, "redirect_loop", f"more than {MAX_REDIRECTS} redirects from {self.base_url}/api/offer")
 
     async def upload_face(self, image: bytes, content_type: str = "image/jpeg") -> str:
         body = await self.request("POST", "/api/faces", data=io.BytesIO(image), headers={"Content-Type": content_type})
@@ -112,15 +129,8 @@ class FacefuseClient:
         pc.on("track", lambda t: remote.done() or remote.set_result(t))
         await self._offer(pc)
         try:
-            answer = await self.request(
-                "POST",
-                "/api/offer",
-                json={
-                    "sdp": pc.localDescription.sdp,
-                    "type": "offer",
-                    "face_id": face_id,
-                    "options": dict(options or {}),
-                },
+            answer = await self._post_offer(
+                {"sdp": pc.localDescription.sdp, "type": "offer", "face_id": face_id, "options": dict(options or {})}
             )
             await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
             for negotiated in pc.getTransceivers():  # the same receive/send path as the server's

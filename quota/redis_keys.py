@@ -17,6 +17,19 @@ touches them.
     <prefix>:view_token:<hash>       string: a view token hash's JSON [account id, token id]
     <prefix>:node:<node id>:leases   set: the leases a node opened and has not closed, each
                                      a JSON [account id, lease id] (settled at the node's start)
+
+The cluster's keys (signaling/cluster/: the node registry and the session directory), each with a
+TTL its node's heartbeat refreshes, so a node that dies leaves nothing behind for long:
+
+    <prefix>:{nodes}:node:<node id>  string: the node's record as JSON (its URL, capacity, sessions,
+                                     draining, ...); TTL 10 s
+    <prefix>:{nodes}:index           set: the node ids, read to list the nodes (dead ids are removed
+                                     by the reader); {nodes}: both in one slot, for MGET
+    <prefix>:session:<session id>    string: JSON {"node", "account"}; TTL 10 s
+    <prefix>:{<id>}:sessions         hash: the account's session id -> node id (the account's slot);
+                                     the key's TTL 10 s, a dead node's fields dropped by the reader
+    <prefix>:{<id>}:stream:<name>    string: JSON {"node", "session"} of the session published under
+                                     the stream name, where its WHEP viewers are sent; TTL 10 s
 """
 
 from __future__ import annotations

@@ -32,13 +32,14 @@ from signaling.app_keys import (
     SETTINGS,
 )
 from signaling.bad_request_log import quiet_bad_request_log
+from signaling.cluster.startup import cluster_node
 from signaling.cors import cors_for_allowed_origins
 from signaling.drain import Drain
 from signaling.errors import json_errors
 from signaling.event_streams import EventStreams
 from signaling.http_metrics import count_requests
 from signaling.origin_check import host_and_origin_check
-from signaling.routes import account, events, faces, health, metrics, pages, sessions, streams, whep, whip
+from signaling.routes import account, events, faces, health, metrics, nodes, pages, sessions, streams, whep, whip
 from signaling.routes import drain as drain_routes
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
@@ -68,6 +69,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.on_shutdown.append(events.end_event_streams)
     app.cleanup_ctx.append(_quota_store)
     app.cleanup_ctx.append(_pipeline_and_sessions)
+    app.cleanup_ctx.append(cluster_node)  # reads the sessions; stops first, leaving the registry
     app.add_routes(health.routes)
     app.add_routes(faces.routes)
     app.add_routes(sessions.routes)
@@ -78,6 +80,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.add_routes(whep.routes)
     app.add_routes(pages.routes)
     app.add_routes(metrics.routes)
+    app.add_routes(nodes.routes)
     app.add_routes(drain_routes.routes)
     app.router.add_static("/static/", settings.http.static_dir, follow_symlinks=False)
     return app

@@ -7,6 +7,7 @@ from pipeline.identity.photo_analysis import PhotoAnalysis
 from pipeline.runner import BatchRunner
 from quota.accounts import Accounts
 from quota.meter import LateReturns
+from signaling.cluster.cluster_node import ClusterNode
 from signaling.drain import Drain
 from signaling.settings import ServerSettings
 from stream.manager import SessionManager
@@ -22,3 +23,4 @@ ACCOUNTS = web.AppKey("accounts", Accounts)
 LATE_RETURNS = web.AppKey("late_returns", LateReturns)
 METRICS = web.AppKey("metrics", NodeMetrics)  # GET /metrics
 DRAIN = web.AppKey("drain", Drain)  # SIGTERM or the admin: no new sessions, the live ones end in time
+CLUSTER = web.AppKey("cluster", ClusterNode)  # this node among the others on the same Redis (issue #28)

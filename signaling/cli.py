@@ -22,6 +22,7 @@ from typing import Any
 from pipeline.host_memory import keep_freed_memory
 from pipeline.settings import DEVICE_CHOICES, PipelineSettings
 from quota.settings import QuotaSettings
+from signaling.cluster.settings import ClusterSettings
 from signaling.origin_check import is_loopback_name
 from signaling.settings import HttpSettings, ServerSettings
 from stream.ice import IceSettings
@@ -178,6 +179,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_setting(tls, "--tls-cert", HttpSettings, "tls_cert", type=Path)
     _add_setting(tls, "--tls-key", HttpSettings, "tls_key", type=Path)
     _add_switch(tls, "--tls-self-signed", help=_help(HttpSettings, "tls_self_signed"))
+    _add_setting(network, "--advertise-url", ClusterSettings, "advertise_url")
 
     chain = serve.add_argument_group("chain")
     _add_setting(chain, "--chain", PipelineSettings, "chain")
@@ -327,6 +329,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             **quota_file,
             **_quota_numbers(_many(args, "--quota-setting")),
         ),
+        cluster=ClusterSettings(advertise_url=args.advertise_url or None),
     )
 
 

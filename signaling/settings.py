@@ -10,6 +10,7 @@ from pipeline.settings import PipelineSettings
 from quota.accounts import LOCAL_TIER
 from quota.settings import QuotaSettings
 from signaling.client_address import checked_trusted_proxy
+from signaling.cluster.settings import ClusterSettings
 from signaling.event_streams import EventStreamSettings
 from signaling.metrics_access import checked_network
 from signaling.origin_check import checked_allowed_origin, checked_public_host
@@ -120,6 +121,7 @@ class ServerSettings:
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     quota: QuotaSettings = field(default_factory=QuotaSettings)
     events: EventStreamSettings = field(default_factory=EventStreamSettings)  # the dashboards' GET /api/events
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)  # several nodes on one Redis
 
     def __post_init__(self) -> None:
         if self.local_mode and LOCAL_TIER not in self.quota.tiers_by_name:

@@ -7,8 +7,9 @@ from typing import Any
 from aiohttp import web
 
 from quota.stream_meter import stream_meters
-from signaling.app_keys import ACCOUNTS, FACES, LATE_RETURNS, SESSIONS, SETTINGS
+from signaling.app_keys import ACCOUNTS, CLUSTER, FACES, LATE_RETURNS, SESSIONS, SETTINGS
 from signaling.auth import current_account
+from signaling.cluster.routing import forwarded_to_owner, place_new_session, sessions_elsewhere
 from signaling.errors import ApiError
 from signaling.request_body import json_object
 from stream.published_streams import STREAM_NAME_RULE, is_stream_name
@@ -41,6 +42,7 @@ def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, 
 @routes.post("/api/offer")
 async def offer(request: web.Request) -> web.Response:
     account = await current_account(request)  # before the body: no key, no buffer
+    place_new_session(request)  # 307 to a better node: the client sends its body there
     sdp, face_id, options, stream = _parse_offer_body(await json_object(request, '{"sdp", "type": "offer"}'))
     if face_id is not None:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
@@ -52,25 +54,38 @@ async def offer(request: web.Request) -> web.Response:
     session, answer = await request.app[SESSIONS].open(
         sdp, face_id=face_id, options=options, account_id=account.id, make_meter=make_meter, stream=stream
     )
+    await request.app[CLUSTER].session_opened(session)
     return web.json_response({"sdp": answer, "type": "answer", "session_id": session.id})
 
 
 @routes.get("/api/sessions")
 async def list_sessions(request: web.Request) -> web.Response:
+    """The account's sessions on every node; a node that did not answer is named in unreachable_nodes."""
     account = await current_account(request)
-    return web.json_response({"sessions": [session.snapshot() for session in request.app[SESSIONS].all(account.id)]})
+    node_id = request.app[CLUSTER].id
+    listed = [{**session.snapshot(), "node_id": node_id} for session in request.app[SESSIONS].all(account.id)]
+    elsewhere, unreachable = await sessions_elsewhere(request, account.id)
+    body: dict[str, object] = {"sessions": listed + elsewhere}
+    if unreachable:
+        body["unreachable_nodes"] = unreachable
+    return web.json_response(body)
 
 
 @routes.get("/api/sessions/{session_id}")
 async def get_session(request: web.Request) -> web.Response:
     account = await current_account(request)
+    if forwarded := await forwarded_to_owner(request, request.match_info["session_id"]):
+        return forwarded
     return web.json_response(request.app[SESSIONS].get(request.match_info["session_id"], account.id).snapshot())
 
 
 @routes.delete("/api/sessions/{session_id}")
 async def delete_session(request: web.Request) -> web.Response:
     account = await current_account(request)
+    if forwarded := await forwarded_to_owner(request, request.match_info["session_id"]):
+        return forwarded
     session = await request.app[SESSIONS].close(request.match_info["session_id"], account_id=account.id)
+    await request.app[CLUSTER].session_closed(session)
     return web.json_response(session.snapshot())
 
 
@@ -78,6 +93,8 @@ async def delete_session(request: web.Request) -> web.Response:
 async def set_session_face(request: web.Request) -> web.Response:
     """Switches the session's source face mid-stream: {"face_id": "..."} (null: stop swapping)."""
     account = await current_account(request)
+    if forwarded := await forwarded_to_owner(request, request.match_info["session_id"]):
+        return forwarded
     session = request.app[SESSIONS].get(request.match_info["session_id"], account.id)
     body = await json_object(request, '{"face_id": "..."}')
     # a missing face_id is a typo, not "stop swapping": that takes an explicit null
@@ -92,6 +109,8 @@ async def set_session_swap(request: web.Request) -> web.Response:
     """Changes which faces the session swaps mid-stream: {"swap": "all" | "largest" | "reference",
     "reference_face_id"?, "reference_threshold"?}, as in an offer's options."""
     account = await current_account(request)
+    if forwarded := await forwarded_to_owner(request, request.match_info["session_id"]):
+        return forwarded
     session = request.app[SESSIONS].get(request.match_info["session_id"], account.id)
     shape = '{"swap": "all" | "largest" | "reference", "reference_face_id"?, "reference_threshold"?}'
     body = await json_object(request, shape)

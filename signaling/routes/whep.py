@@ -13,6 +13,7 @@ from aiohttp import web
 
 from signaling.app_keys import SESSIONS
 from signaling.auth import view_token_stream
+from signaling.cluster.routing import redirect_to_stream_holder
 from signaling.errors import ApiError
 from signaling.webrtc_http import SDP, created, etag, offer_text, stream_name, trickle
 from stream.errors import StreamNotLive, TooManyViewers, UnsupportedCodec
@@ -31,6 +32,7 @@ def _etag(viewer: Viewer) -> str:
 async def _viewer(request: web.Request) -> Viewer:
     """The viewer at this URL, for a credential that may play its stream; 404 otherwise."""
     account_id, stream = await view_token_stream(request)
+    await redirect_to_stream_holder(request, account_id, stream)  # a viewer lives on its stream's node
     viewer_id = request.match_info["viewer_id"]
     viewer = request.app[SESSIONS].get_viewer(viewer_id, account_id)
     if viewer.stream != stream:
@@ -47,6 +49,7 @@ async def whep_options(request: web.Request) -> web.Response:
 @routes.post("/whep/{stream}")
 async def play(request: web.Request) -> web.Response:
     account_id, stream = await view_token_stream(request)  # before the body: no credential, no buffer
+    await redirect_to_stream_holder(request, account_id, stream)
     offer_sdp = await offer_text(request)
     try:
         viewer, answer = await request.app[SESSIONS].open_viewer(offer_sdp, account_id=account_id, stream=stream)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from quota.stream_meter import stream_meters
-from signaling.app_keys import ACCOUNTS, FACES, LATE_RETURNS, SESSIONS, SETTINGS
+from signaling.app_keys import ACCOUNTS, CLUSTER, FACES, LATE_RETURNS, SESSIONS, SETTINGS
 from signaling.auth import current_account
+from signaling.cluster.routing import place_new_session, redirect_to_owner
 from signaling.errors import ApiError
 from signaling.webrtc_http import SDP, created, etag, offer_text, stream_name, trickle
 from stream.errors import UnsupportedCodec
@@ -70,6 +71,7 @@ async def whip_options(request: web.Request) -> web.Response:
 async def publish(request: web.Request) -> web.Response:
     account = await current_account(request)  # before the body: no key, no buffer
     stream = stream_name(request)
+    place_new_session(request)  # 307 to a better node (RFC 9725 section 4.5)
     face_id, options = _query_options(request)
     offer_sdp = await offer_text(request)
     if face_id is not None:
@@ -88,6 +90,7 @@ async def publish(request: web.Request) -> web.Response:
     publication = request.app[SESSIONS].streams.of_session(session.id)
     if publication is None:  # ended (a newer publisher, a DELETE) before its answer left
         raise ApiError(409, "session_closed", f"the session was closed ({session.close_reason}) before it was answered")
+    await request.app[CLUSTER].session_opened(session)
     response = created(answer, f"/whip/{stream}/{session.id}", _etag(publication), request)
     response.headers["X-Facefuse-Session"] = session.id
     return response
@@ -97,6 +100,7 @@ async def publish(request: web.Request) -> web.Response:
 async def whip_trickle(request: web.Request) -> web.Response:
     """Trickled candidates and end-of-candidates; an ICE restart is refused (aiortc cannot restart)."""
     account = await current_account(request)
+    await redirect_to_owner(request, request.match_info["session_id"])
     session, publication = _published_session(request, account.id)
     return await trickle(
         request, _etag(publication), publication.ice_ufrag, publication.ice_pwd, session.add_remote_candidates
@@ -111,6 +115,8 @@ async def unpublish(request: web.Request) -> web.Response:
     )
     if ended is not None:  # the client closed its connection first, and the session ended with it
         return web.json_response(ended)
+    await redirect_to_owner(request, request.match_info["session_id"])
     session, _ = _published_session(request, account.id)
     await request.app[SESSIONS].close(session.id, "ended by its WHIP client", account_id=account.id)
+    await request.app[CLUSTER].session_closed(session)
     return web.json_response(session.snapshot())

@@ -1,0 +1,178 @@
+"""This node in the cluster: its heartbeat (its record, its sessions in the directory, the other
+nodes' records read back), and the questions the routes ask (where does a new session go, which
+node holds this session or stream, the account's sessions on the other nodes)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+
+import aiohttp
+from redis.exceptions import RedisError
+
+from pipeline.runner import BatchRunner
+from quota.errors import StoreUnavailable
+from signaling.cluster.node_registry import HEARTBEAT_S, MemoryNodeRegistry, NodeRecord, RedisNodeRegistry
+from signaling.cluster.placement import better_node
+from signaling.cluster.session_directory import DirectoryEntry, MemoryDirectory, RedisDirectory
+from stream.manager import SessionManager
+from stream.session import Session
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _store_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except (RedisError, OSError) as exc:
+        raise StoreUnavailable(f"the session directory (Redis) is unavailable during {what}: {exc}") from exc
+
+
+def _entry(session: Session, node_id: str) -> DirectoryEntry:
+    return DirectoryEntry(session.id, session.account_id, node_id, session.stream)
+
+
+class ClusterNode:
+    def __init__(
+        self,
+        node_id: str,
+        url: str,
+        registry: MemoryNodeRegistry | RedisNodeRegistry,
+        directory: MemoryDirectory | RedisDirectory,
+        sessions: SessionManager,
+        runner: BatchRunner,
+        device: str,
+        capacity: int,
+    ) -> None:
+        self.id = node_id
+        self.url = url
+        self._registry = registry
+        self._directory = directory
+        self._sessions = sessions
+        self._runner = runner
+        self._device = device
+        self._capacity = capacity
+        self.draining = False
+        self._nodes: dict[str, NodeRecord] = {}  # the live nodes as of the last heartbeat
+        self._registered: dict[str, DirectoryEntry] = {}  # this node's sessions in the directory
+        self._task: asyncio.Task[None] | None = None
+        self.http: aiohttp.ClientSession | None = None  # forwarded requests
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.http = aiohttp.ClientSession()
+        await self.beat()
+        self._task = asyncio.ensure_future(self._beat_forever())
+        self._task.set_name("cluster heartbeat")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        with contextlib.suppress(RedisError, OSError):  # at worst they expire with the TTL
+            await self._directory.remove(list(self._registered.values()))
+            await self._registry.leave(self.id)
+        if self.http is not None:
+            await self.http.close()
+
+    def set_draining(self, draining: bool = True) -> None:
+        """A draining node takes no new sessions: placement sends them elsewhere, and the other
+        nodes read it from the next heartbeat's record."""
+        self.draining = draining
+
+    # -- the heartbeat ------------------------------------------------------------------------
+    def record(self) -> NodeRecord:
+        """This node as it is now (not as of the last beat)."""
+        stats = self._runner.stats()
+        return NodeRecord(
+            id=self.id,
+            url=self.url,
+            capacity=self._capacity,
+            sessions=len(self._sessions.all()),
+            chain=self._runner.chain.name,
+            device=self._device,
+            draining=self.draining,
+            chain_ms_p50=stats["chain_ms"]["p50"],  # type: ignore[index]
+            batches=int(stats["batches"]),  # type: ignore[arg-type]
+            heartbeat_at=time.time(),
+        )
+
+    async def beat(self) -> None:
+        """Writes this node's record, refreshes its sessions in the directory (and drops the ended
+        ones), and reads the live nodes back."""
+        live = {session.id: _entry(session, self.id) for session in self._sessions.all()}
+        gone = [entry for session_id, entry in self._registered.items() if session_id not in live]
+        try:
+            await self._registry.beat(self.record())
+            await self._directory.remove(gone)
+            await self._directory.register(live.values())
+            self._registered = live
+            self._nodes = {node.id: node for node in await self._registry.live()}
+        except (RedisError, OSError) as exc:  # the next beat tries again; the records expire meanwhile
+            logger.warning("cluster heartbeat failed: %s", exc)
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            await self.beat()
+
+    # -- what the routes ask ------------------------------------------------------------------
+    async def live_nodes(self) -> list[NodeRecord]:
+        """Read now, not from the last beat (GET /api/admin/nodes); this node's record is fresh."""
+        with _store_errors("listing the nodes"):
+            nodes = {node.id: node for node in await self._registry.live()}
+        nodes[self.id] = self.record()
+        return sorted(nodes.values(), key=lambda node: node.id)
+
+    def place_new_session(self) -> NodeRecord | None:
+        """The node a new session should go to instead, or None to open it here."""
+        return better_node(self.record(), list(self._nodes.values()))
+
+    async def session_opened(self, session: Session) -> None:
+        """In the directory at once, so another node finds it before the next heartbeat."""
+        entry = _entry(session, self.id)
+        with _store_errors("registering a session"):
+            await self._directory.register([entry])
+        self._registered[session.id] = entry
+
+    async def session_closed(self, session: Session) -> None:
+        entry = self._registered.pop(session.id, None)
+        if entry is not None:
+            with contextlib.suppress(RedisError, OSError):  # else it expires with the TTL
+                await self._directory.remove([entry])
+
+    async def _node(self, node_id: str) -> NodeRecord | None:
+        """A live node other than this one; a node that joined since the last beat is read now."""
+        if node_id == self.id:
+            return None
+        if node_id not in self._nodes:
+            with _store_errors("reading the nodes"):
+                self._nodes = {node.id: node for node in await self._registry.live()}
+        return self._nodes.get(node_id)
+
+    async def session_owner(self, session_id: str) -> NodeRecord | None:
+        """The other node holding the session; None when it is here or nowhere."""
+        with _store_errors("looking up a session"):
+            entry = await self._directory.owner(session_id)
+        return await self._node(entry.node_id) if entry is not None else None
+
+    async def stream_holder(self, account_id: str | None, stream: str) -> NodeRecord | None:
+        """The other node holding the session published under the account's stream name."""
+        with _store_errors("looking up a stream"):
+            node_id = await self._directory.stream_owner(account_id, stream)
+        return await self._node(node_id) if node_id is not None else None
+
+    async def nodes_with_sessions_of(self, account_id: str | None) -> list[NodeRecord]:
+        """The other live nodes holding some of the account's sessions; dead nodes' entries dropped."""
+        with _store_errors("listing the account's sessions"):
+            by_session = await self._directory.account_sessions(account_id)
+            nodes = {node.id: node for node in await self._registry.live()}
+            dead = [session_id for session_id, node_id in by_session.items() if node_id not in nodes]
+            await self._directory.drop_sessions(account_id, dead)
+        self._nodes = nodes
+        holding = {node_id for node_id in by_session.values() if node_id != self.id}
+        return [nodes[node_id] for node_id in sorted(holding) if node_id in nodes]

@@ -1,0 +1,60 @@
+"""Sending a request on to the node that holds its session.
+
+The JSON API is forwarded (this node asks the owner and relays its answer): its callers are
+scripts and pages that would not all follow a 307 with a body, and a 307 would send the caller's
+API key to another origin. WHIP/WHEP resources get a 307 to the owner instead, as RFC 9725 says.
+A forwarded request carries FORWARDED_BY, and is never forwarded again: no loops between nodes
+whose directories disagree for a heartbeat.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+from signaling.cluster.node_registry import NodeRecord
+from signaling.errors import ApiError
+
+FORWARDED_BY = "X-Facefuse-Forwarded-By"
+# The owner answers these from memory; a node that takes longer is in trouble, not busy.
+FORWARD_TIMEOUT_S = 5.0
+# What a forwarded request carries of the caller's: who it is and what its body is.
+_PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
+
+
+def is_forwarded(request: web.Request) -> bool:
+    return FORWARDED_BY in request.headers
+
+
+def forward_headers(request: web.Request, node_id: str) -> dict[str, str]:
+    headers = {name: request.headers[name] for name in _PASSED_HEADERS if name in request.headers}
+    headers[FORWARDED_BY] = node_id
+    return headers
+
+
+async def forward(request: web.Request, http: aiohttp.ClientSession, node: NodeRecord, here_id: str) -> web.Response:
+    """The owner's answer to this request, status and body as they are."""
+    body = await request.read()
+    try:
+        async with http.request(
+            request.method,
+            node.url + request.path_qs,
+            data=body or None,
+            headers=forward_headers(request, here_id),
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S),
+        ) as answer:
+            content = await answer.read()
+            return web.Response(status=answer.status, body=content, content_type=answer.content_type)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise ApiError(
+            503,
+            "node_unreachable",
+            f"the session is on node {node.id!r}, which did not answer ({type(exc).__name__}); try again shortly",
+            {"Retry-After": "5"},
+        ) from exc
+
+
+def redirect_to(request: web.Request, node: NodeRecord) -> web.HTTPTemporaryRedirect:
+    """307 to the same path and query on the other node: the client repeats the request there."""
+    return web.HTTPTemporaryRedirect(node.url + request.path_qs)

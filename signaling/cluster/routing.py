@@ -1,0 +1,99 @@
+"""What the routes do about other nodes: send a new session to a better node (307), forward a JSON
+API request to the node holding its session, 307 a WHIP/WHEP resource request there, and gather
+an account's sessions from every node."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from signaling.app_keys import CLUSTER, SESSIONS
+from signaling.cluster.forwarding import FORWARD_TIMEOUT_S, forward, forward_headers, is_forwarded, redirect_to
+from signaling.cluster.node_registry import NodeRecord
+from stream.errors import SessionNotFound
+
+# GET /api/sessions waits this long for the other nodes' lists; a node slower than that is named
+# in the answer's unreachable_nodes rather than holding up the whole list.
+LIST_TIMEOUT_S = 2.0
+
+
+def place_new_session(request: web.Request) -> None:
+    """307 to a better node for a new session (full, draining or clearly busier here)."""
+    if is_forwarded(request):
+        return
+    node = request.app[CLUSTER].place_new_session()
+    if node is not None:
+        raise redirect_to(request, node)
+
+
+def _is_here(request: web.Request, session_id: str) -> bool:
+    try:
+        request.app[SESSIONS].get(session_id)
+    except SessionNotFound:
+        return False
+    return True
+
+
+async def _owner_elsewhere(request: web.Request, session_id: str) -> NodeRecord | None:
+    if is_forwarded(request) or _is_here(request, session_id):
+        return None
+    return await request.app[CLUSTER].session_owner(session_id)
+
+
+async def forwarded_to_owner(request: web.Request, session_id: str) -> web.Response | None:
+    """The owning node's answer when the session is on another node; None: answer here."""
+    node = await _owner_elsewhere(request, session_id)
+    if node is None:
+        return None
+    cluster = request.app[CLUSTER]
+    assert cluster.http is not None
+    return await forward(request, cluster.http, node, cluster.id)
+
+
+async def redirect_to_owner(request: web.Request, session_id: str) -> None:
+    """307 to the node holding a WHIP session (RFC 9725 lets a resource move)."""
+    node = await _owner_elsewhere(request, session_id)
+    if node is not None:
+        raise redirect_to(request, node)
+
+
+async def redirect_to_stream_holder(request: web.Request, account_id: str | None, stream: str) -> None:
+    """307 to the node holding the session published under the stream: a WHEP viewer, or its
+    resource (a viewer lives on its stream's node)."""
+    if is_forwarded(request) or request.app[SESSIONS].streams.find(account_id, stream) is not None:
+        return
+    node = await request.app[CLUSTER].stream_holder(account_id, stream)
+    if node is not None:
+        raise redirect_to(request, node)
+
+
+async def sessions_elsewhere(request: web.Request, account_id: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The account's sessions on the other nodes (each asked in parallel), and the nodes that did not answer."""
+    if is_forwarded(request):
+        return [], []
+    cluster = request.app[CLUSTER]
+    nodes = await cluster.nodes_with_sessions_of(account_id)
+    assert cluster.http is not None
+    http = cluster.http
+
+    async def ask(node: NodeRecord) -> list[dict[str, Any]]:
+        async with http.get(
+            node.url + "/api/sessions",
+            headers=forward_headers(request, cluster.id),
+            timeout=aiohttp.ClientTimeout(total=min(LIST_TIMEOUT_S, FORWARD_TIMEOUT_S)),
+        ) as answer:
+            answer.raise_for_status()
+            return (await answer.json())["sessions"]
+
+    answers = await asyncio.gather(*(ask(node) for node in nodes), return_exceptions=True)
+    sessions: list[dict[str, Any]] = []
+    unreachable: list[str] = []
+    for node, answer in zip(nodes, answers):
+        if isinstance(answer, BaseException):
+            unreachable.append(node.id)
+        else:
+            sessions.extend({**snapshot, "node_id": node.id} for snapshot in answer)
+    return sessions, unreachable

@@ -1,0 +1,111 @@
+"""Three `facefuse serve` nodes on one redis-server behave as one service: a full node sends new
+sessions on by 307, any node answers for any session, a killed node drops out, and the tier's
+sessions-at-once limit holds across nodes."""
+
+import asyncio
+import time
+
+import pytest
+
+from client.facefuse_client import FacefuseClient, ServerError
+from signaling.cluster.node_registry import HEARTBEAT_S, NODE_TTL_S
+from support.cluster_nodes import camera, cluster
+from support.metering import ADMIN, create_account
+from support.server import wait_until
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+async def node_ids_of(client: FacefuseClient) -> dict[str, str]:
+    """Session id -> node id, as GET /api/sessions lists them."""
+    listed = await client.request("GET", "/api/sessions")
+    assert "unreachable_nodes" not in listed
+    return {session["session_id"]: session["node_id"] for session in listed["sessions"]}
+
+
+async def test_a_full_node_sends_offers_on_and_any_node_answers_for_any_session(redis_server, tmp_path):
+    with cluster(redis_server.url, tmp_path, ("--max-sessions", "1"), (), ()) as nodes:
+        async with FacefuseClient(nodes[0].base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "pia", balance=100, tier="paid")  # 4 sessions at once
+            listed_nodes = (await admin.request("GET", "/api/admin/nodes"))["nodes"]
+            assert sorted(node["id"] for node in listed_nodes) == ["node-0", "node-1", "node-2"]
+            assert {node["url"] for node in listed_nodes} == {node.base_url for node in nodes}
+        clients = [FacefuseClient(node.base_url, api_key=key) for node in nodes]
+        try:
+            # all three offers go to node-0, which has room for one: the client follows the 307s
+            sessions = [await clients[0].connect(camera(n)) for n in range(3)]
+            await wait_until(lambda: all(s.frames_received >= 5 for s in sessions), timeout=20)
+            placed = await node_ids_of(clients[0])
+            assert set(placed) == {s.session_id for s in sessions}
+            assert placed[sessions[0].session_id] == "node-0"
+            assert all(placed[s.session_id] != "node-0" for s in sessions[1:]), placed
+            for client in clients[1:]:  # the same list from every node
+                assert await node_ids_of(client) == placed
+
+            # a node that does not hold the session answers for it by asking its owner
+            moved = sessions[1].session_id
+            other = next(c for c, n in zip(clients, ("node-0", "node-1", "node-2")) if n != placed[moved])
+            assert (await other.request("GET", f"/api/sessions/{moved}"))["session_id"] == moved
+            switched = await other.request("POST", f"/api/sessions/{moved}/face", json={"face_id": None})
+            assert switched["session_id"] == moved
+            with pytest.raises(ServerError) as unknown:
+                await other.request("GET", "/api/sessions/no-such-session")
+            assert unknown.value.status == 404
+            ended = await other.request("DELETE", f"/api/sessions/{moved}")
+            assert ended["session_id"] == moved
+            await wait_until(lambda: sessions[1].pc.connectionState in ("closed", "failed"), timeout=10)
+            assert moved not in await node_ids_of(clients[2])
+            for session in sessions:
+                await session.close()
+        finally:
+            for client in clients:
+                await client.close()
+
+
+async def test_a_killed_node_leaves_the_registry_within_its_ttl_and_offers_go_elsewhere(redis_server, tmp_path):
+    with cluster(redis_server.url, tmp_path, ("--max-sessions", "1"), (), ()) as nodes:
+        async with FacefuseClient(nodes[0].base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "kai", balance=100, tier="paid")
+            clients = [FacefuseClient(node.base_url, api_key=key) for node in nodes]
+            try:
+                first = await clients[0].connect(camera(0))  # node-0 is full from now on
+                doomed = await clients[1].connect(camera(1))
+                await wait_until(lambda: first.frames_received >= 5 and doomed.frames_received >= 5, timeout=20)
+                assert set(await node_ids_of(clients[0])) == {first.session_id, doomed.session_id}
+
+                nodes[1].process.kill()
+                nodes[1].process.wait()
+                killed_at = time.monotonic()
+                while "node-1" in [node["id"] for node in (await admin.request("GET", "/api/admin/nodes"))["nodes"]]:
+                    assert time.monotonic() - killed_at < 2 * NODE_TTL_S, "the dead node is still listed"
+                    await asyncio.sleep(0.2)
+                print(f"the killed node left the registry after {time.monotonic() - killed_at:.1f} s")
+                assert set(await node_ids_of(clients[0])) == {first.session_id}  # its session left the list
+                await asyncio.sleep(HEARTBEAT_S * 1.5)  # node-0's placement reads the registry each heartbeat
+                with pytest.raises(ServerError) as gone:  # and the directory, within the same TTL
+                    await clients[0].request("GET", f"/api/sessions/{doomed.session_id}")
+                assert gone.value.status == 404
+
+                replacement = await clients[0].connect(camera(2))
+                await wait_until(lambda: replacement.frames_received >= 5, timeout=20)
+                assert (await node_ids_of(clients[0]))[replacement.session_id] == "node-2"
+                for session in (first, doomed, replacement):
+                    await session.close()
+            finally:
+                for client in clients:
+                    await client.close()
+
+
+async def test_a_free_account_cannot_open_one_session_on_each_node(redis_server, tmp_path):
+    with cluster(redis_server.url, tmp_path, (), ()) as nodes:
+        async with FacefuseClient(nodes[0].base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "fay", balance=10, tier="free")  # one session at a time
+        async with (
+            FacefuseClient(nodes[0].base_url, api_key=key) as here,
+            FacefuseClient(nodes[1].base_url, api_key=key) as there,
+        ):
+            session = await here.connect(camera(0))
+            with pytest.raises(ServerError) as refused:
+                await there.connect(camera(1))
+            assert (refused.value.status, refused.value.code) == (429, "too_many_sessions")
+            await session.close()

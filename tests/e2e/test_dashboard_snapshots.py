@@ -1,27 +1,23 @@
-"""The dashboard with 50 live sessions and an hour's worth of snapshots, in headless Chromium: no
-layout that breaks, no DOM churn per snapshot (each session's card made once, then updated in
+"""The dashboard in headless Chromium fed snapshot by snapshot by a stand-in for our own
+/api/events (support/dashboard_stand_in.py), for what a real server on a 2-core machine cannot
+show: 50 live sessions and an hour of snapshots (the server time stepping faster than the clock),
+with no layout that breaks, no DOM churn per snapshot (each card made once, then updated in
 place), at most 5 minutes of points per plot, ended sessions' cards and series let go, and a
-snapshot's errors said in a banner. Fifty real sessions do not fit a 2-core machine, so the page
-is fed by a stand-in for our own /api/events (the snapshots docs/api.md describes), driven
-snapshot by snapshot from the test, with the server time stepping faster than the clock."""
+snapshot's errors said in a banner; a stream that breaks said and reconnected; a key refused on
+reconnecting taking the page back to sign-in."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from support.browser import chromium, chromium_flags, face_path, wait_for, write_y4m
-from support.loop_thread import LoopThread
-from support.server import REPO_ROOT
+from support.dashboard_stand_in import KEY, StandIn, stand_in
 
 pytestmark = pytest.mark.browser
 
-KEY = "key-of-the-stand-in"
 T0 = 1_800_000_000.0
 STEP_S = 5.0  # server time between two snapshots: an hour of them goes by in seconds
 WINDOW_S = 300  # the page keeps this much of each series (static/dashboard_series.js)
@@ -82,66 +78,6 @@ def snapshot(t: float, sessions: range, errors: list[dict] | None = None) -> dic
     }
 
 
-class StandIn:
-    """The page's files as the server serves them, and an /api/events that sends what the test queues."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[dict] = asyncio.Queue()
-        self.streams: set[asyncio.Task] = set()  # ended at stop: they never end by themselves
-        self.app = web.Application()
-        self.app.router.add_get("/dashboard", self.page)
-        self.app.router.add_static("/static/", REPO_ROOT / "static")
-        self.app.router.add_get("/healthz", self.health)
-        self.app.router.add_get("/api/events", self.events)
-        self.runner = web.AppRunner(self.app)
-
-    async def page(self, request: web.Request) -> web.FileResponse:
-        return web.FileResponse(REPO_ROOT / "static" / "dashboard.html")
-
-    async def health(self, request: web.Request) -> web.Response:
-        return web.json_response({"local_account": False})
-
-    async def start(self) -> str:
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        return f"http://127.0.0.1:{self.runner.addresses[0][1]}"
-
-    async def events(self, request: web.Request) -> web.StreamResponse:
-        if request.headers.get("Authorization") != f"Bearer {KEY}":
-            return web.json_response({"error": {"code": "unauthorized", "message": "the key is not valid"}}, status=401)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
-        await response.prepare(request)
-        self.streams.add(asyncio.current_task())
-        while True:
-            data = await self.queue.get()
-            await response.write(f"event: snapshot\ndata: {json.dumps(data)}\n\n".encode())
-
-    async def send(self, *snapshots: dict) -> None:
-        for data in snapshots:
-            self.queue.put_nowait(data)
-
-    async def stop(self) -> None:
-        for task in self.streams:
-            task.cancel()
-        await self.runner.cleanup()
-
-
-@pytest.fixture
-def stand_in() -> Iterator[tuple[LoopThread, StandIn, str]]:
-    thread = LoopThread()
-    server = thread.run(_make_stand_in())
-    try:
-        yield thread, server, thread.run(server.start())
-    finally:
-        thread.run(server.stop())
-        thread.close()
-
-
-async def _make_stand_in() -> StandIn:
-    return StandIn()  # its queue belongs to the thread's loop
-
-
 @pytest.fixture
 def driver(tmp_path: Path):
     clip = write_y4m(face_path("obama.jpg"), tmp_path / "camera.y4m", frames=2)
@@ -181,12 +117,21 @@ return Array.from(store.series.entries()).map(([key, s]) => [key, s.length, s.co
 """
 
 
-def test_fifty_sessions_for_an_hour_keep_the_layout_and_flat_memory(stand_in, driver, tmp_path):
-    thread, server, base_url = stand_in
-    driver.get(f"{base_url}/dashboard")
+@pytest.fixture
+def server() -> Iterator[StandIn]:
+    with stand_in() as running:
+        yield running
+
+
+def sign_in(driver, server: StandIn) -> None:
+    driver.get(f"{server.base_url}/dashboard")
     driver.find_element("id", "key").send_keys(KEY)
     driver.find_element("css selector", "#sign-in-form button[type=submit]").click()
-    thread.run(server.send(snapshot(T0, range(50))))
+
+
+def test_fifty_sessions_for_an_hour_keep_the_layout_and_flat_memory(server, driver, tmp_path):
+    sign_in(driver, server)
+    server.send(snapshot(T0, range(50)))
     wait_for(lambda: driver.execute_script(LAYOUT_JS)["cards"] == 50, 15, "50 session cards")
 
     layout = driver.execute_script(LAYOUT_JS)
@@ -197,7 +142,7 @@ def test_fifty_sessions_for_an_hour_keep_the_layout_and_flat_memory(stand_in, dr
     # an hour of snapshots: each card updated in place, each plot holding 5 minutes at most
     driver.execute_script(WATCH_CHURN_JS)
     hour = [snapshot(T0 + STEP_S * i, range(50)) for i in range(1, 721)]
-    thread.run(server.send(*hour))
+    server.send(*hour)
     wait_for(lambda: snapshots_seen(driver) >= 721, 120, "an hour of snapshots read", 0.5)
     assert driver.execute_script("return window.addedElements;") == 0, "no element made for a snapshot"
     assert driver.execute_script("return window.probeCard.isConnected;"), "the card is the same node"
@@ -214,14 +159,14 @@ def test_fifty_sessions_for_an_hour_keep_the_layout_and_flat_memory(stand_in, dr
 
     # half of them end: marked ended, then let go, cards and series both
     t_end = T0 + STEP_S * 720
-    thread.run(server.send(snapshot(t_end + STEP_S, range(25))))
+    server.send(snapshot(t_end + STEP_S, range(25)))
     wait_for(
         lambda: driver.execute_script("return document.querySelectorAll('.card[data-state=ended]').length;") == 25,
         10,
         "25 cards marked ended",
     )
     later = [snapshot(t_end + STEP_S * i, range(25)) for i in range(2, 2 + int(FORGET_S / STEP_S) + 2)]
-    thread.run(server.send(*later))
+    server.send(*later)
     seen = 722 + len(later)
     wait_for(lambda: snapshots_seen(driver) >= seen, 30, "the later snapshots read", 0.5)
     assert driver.execute_script(LAYOUT_JS)["cards"] == 25
@@ -229,11 +174,32 @@ def test_fifty_sessions_for_an_hour_keep_the_layout_and_flat_memory(stand_in, dr
 
     # what failed while building a snapshot is said in a banner, in words
     message = "the token store is not answering: balances may be stale"
-    thread.run(
-        server.send(snapshot(t_end + 1000, range(25), [{"code": "quota_store_unavailable", "message": message}]))
-    )
+    server.send(snapshot(t_end + 1000, range(25), [{"code": "quota_store_unavailable", "message": message}]))
     wait_for(lambda: driver.find_element("id", "banner").text == message, 5, "the banner")
-    thread.run(server.send(snapshot(t_end + 1005, range(25))))
+    server.send(snapshot(t_end + 1005, range(25)))
     wait_for(
         lambda: not driver.find_element("id", "banner").is_displayed(), 5, "the banner gone once the store answers"
     )
+
+
+def test_a_broken_stream_is_said_and_reconnected_and_a_refused_key_signs_out(server, driver):
+    sign_in(driver, server)
+    server.send(snapshot(T0, range(2)))
+    wait_for(lambda: snapshots_seen(driver) == 1, 10, "the first snapshot")
+    assert driver.execute_script("return sessionStorage.length;") == 1
+
+    server.end_stream()
+    banner = wait_for(lambda: driver.find_element("id", "banner").text, 5, "the broken stream said")
+    assert "reconnecting" in banner and "from before" in banner, banner
+    wait_for(lambda: server.connections == 2, 5, "the page reconnects by itself")
+    server.send(snapshot(T0 + 1, range(2)))
+    wait_for(lambda: not driver.find_element("id", "banner").is_displayed(), 5, "the banner gone once live again")
+    assert driver.find_element("id", "live").get_attribute("data-state") == "live"
+
+    # the key is revoked: the next connection is refused, and the page goes back to sign-in saying so
+    server.refuse_key()
+    server.end_stream()
+    message = wait_for(lambda: driver.find_element("id", "sign-in-message").text, 10, "back at sign-in with why")
+    assert message == "The server refused the key: the API key is not valid", message
+    assert driver.execute_script("return sessionStorage.length;") == 0, "the refused key is forgotten"
+    assert not driver.find_elements("css selector", "#session-cards .card"), "nothing of the account stays shown"

@@ -18,7 +18,7 @@ from client.facefuse_client import FacefuseClient
 from client.image_track import ImageTrack
 from quota.settings import QuotaSettings
 from signaling.app import create_app
-from signaling.app_keys import SESSIONS, SETTINGS
+from signaling.app_keys import RUNNER, SESSIONS, SETTINGS
 from signaling.errors import ApiError, json_errors
 from signaling.routes.metrics import check_metrics_access, metrics
 from signaling.settings import HttpSettings, ServerSettings
@@ -256,6 +256,14 @@ async def test_an_unknown_path_is_counted_by_template_not_by_path():
     assert value(families, "facefuse_http_requests_total", method="GET", route="unmatched", status="404") == 1
 
 
+async def test_a_stopped_worker_shows_as_down():
+    """What FacefuseWorkerStopped alerts on: the chain's threads stopped, the node processes nothing."""
+    async with running_server(loopback_settings()) as (url, app), aiohttp.ClientSession() as http:
+        assert value(await scrape(http, url), "facefuse_worker_up") == 1
+        await asyncio.to_thread(app[RUNNER].stop)
+        assert value(await scrape(http, url), "facefuse_worker_up") == 0
+
+
 def scrape_request(app, peer: str, authorization: str | None = None):
     """GET /metrics as it arrives from `peer`: the tests' servers listen on 127.0.0.1 only."""
 
@@ -369,6 +377,26 @@ def alert_expressions() -> list[str]:
     return expressions
 
 
+# What the files call: a misspelt function or a bracket left open is a query Grafana or Prometheus refuses.
+PROMQL_FUNCTIONS = {"rate", "sum", "min", "max", "avg", "histogram_quantile"}
+PROMQL_GROUPING = {"by", "on", "without", "ignoring"}
+
+
+def assert_plausible_promql(expression: str) -> None:
+    """No PromQL parser is at hand here: the calls are known functions and the brackets pair up."""
+    calls = set(re.findall(r"\b([a-z_]+)\s*\(", re.sub(r'"[^"]*"', '""', expression))) - PROMQL_GROUPING
+    assert calls <= PROMQL_FUNCTIONS, (expression, calls - PROMQL_FUNCTIONS)
+    depth = {"(": 0, "[": 0, "{": 0}
+    closing = {")": "(", "]": "[", "}": "{"}
+    for char in expression:
+        if char in depth:
+            depth[char] += 1
+        elif char in closing:
+            depth[closing[char]] -= 1
+            assert depth[closing[char]] >= 0, expression
+    assert not any(depth.values()), expression
+
+
 def alert_names() -> list[str]:
     return re.findall(r"^\s*-\s*alert:\s*(\S+)", ALERTS.read_text(), re.MULTILINE)
 
@@ -387,6 +415,7 @@ async def test_the_dashboard_and_the_alerts_name_only_metrics_a_scrape_has():
     for expression in dashboard + alerts:
         for name in re.findall(r"\bfacefuse_\w+", expression):
             assert name in exposed, f"{name} (in {expression!r}) is not in a scrape"
+        assert_plausible_promql(expression)
     # every family has a panel (a family's samples are its name and its type's suffixes)
     used = {name for expression in dashboard for name in re.findall(r"\bfacefuse_\w+", expression)}
     shown = {

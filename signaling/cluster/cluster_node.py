@@ -56,7 +56,7 @@ class ClusterNode:
         self._runner = runner
         self._device = device
         self._capacity = capacity
-        self.draining = False
+        self._draining = False
         self._nodes: dict[str, NodeRecord] = {}  # the live nodes as of the last heartbeat
         self._registered: dict[str, DirectoryEntry] = {}  # this node's sessions in the directory
         self._task: asyncio.Task[None] | None = None
@@ -79,10 +79,15 @@ class ClusterNode:
         if self.http is not None:
             await self.http.close()
 
+    @property
+    def draining(self) -> bool:
+        """Set here or by the node's drain (signaling/drain.py marks the session manager)."""
+        return self._draining or self._sessions.draining
+
     def set_draining(self, draining: bool = True) -> None:
         """A draining node takes no new sessions: placement sends them elsewhere, and the other
         nodes read it from the next heartbeat's record."""
-        self.draining = draining
+        self._draining = draining
 
     # -- the heartbeat ------------------------------------------------------------------------
     def record(self) -> NodeRecord:

@@ -5,6 +5,7 @@ sessions-at-once limit holds across nodes."""
 import asyncio
 import time
 
+import aiohttp
 import pytest
 
 from client.facefuse_client import FacefuseClient, ServerError
@@ -33,7 +34,8 @@ async def test_a_full_node_sends_offers_on_and_any_node_answers_for_any_session(
         clients = [FacefuseClient(node.base_url, api_key=key) for node in nodes]
         try:
             # all three offers go to node-0, which has room for one: the client follows the 307s
-            sessions = [await clients[0].connect(camera(n)) for n in range(3)]
+            sessions = [await clients[0].connect(camera(n)) for n in range(2)]
+            sessions.append(await clients[0].connect(camera(2), options={"stream": "desk"}))  # for WHEP, below
             await wait_until(lambda: all(s.frames_received >= 5 for s in sessions), timeout=20)
             placed = await node_ids_of(clients[0])
             assert set(placed) == {s.session_id for s in sessions}
@@ -55,6 +57,20 @@ async def test_a_full_node_sends_offers_on_and_any_node_answers_for_any_session(
             assert ended["session_id"] == moved
             await wait_until(lambda: sessions[1].pc.connectionState in ("closed", "failed"), timeout=10)
             assert moved not in await node_ids_of(clients[2])
+
+            # WHIP/WHEP resources and viewers: a 307 to the node holding the published session
+            holder = nodes[int(placed[sessions[2].session_id].removeprefix("node-"))]
+            redirects = {
+                ("POST", "/whep/desk"): "application/sdp",
+                ("PATCH", f"/whip/desk/{sessions[2].session_id}"): "application/trickle-ice-sdpfrag",
+            }
+            async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http:
+                for (method, path), content_type in redirects.items():
+                    async with http.request(
+                        method, nodes[0].base_url + path, data=b"v=0", headers={"Content-Type": content_type},
+                        allow_redirects=False,
+                    ) as answer:  # fmt: skip
+                        assert (answer.status, answer.headers.get("Location")) == (307, holder.base_url + path)
             for session in sessions:
                 await session.close()
         finally:

@@ -19,6 +19,7 @@ from client.image_track import ImageTrack
 from quota.settings import QuotaSettings
 from signaling.app import create_app
 from signaling.app_keys import RUNNER, SESSIONS, SETTINGS
+from signaling.cli import build_parser, main, settings_from_args
 from signaling.errors import ApiError, json_errors
 from signaling.routes.metrics import check_metrics_access, metrics
 from signaling.settings import HttpSettings, ServerSettings
@@ -321,6 +322,17 @@ def test_metrics_allow_takes_networks_only():
     with pytest.raises(ValueError, match="--metrics-allow"):
         HttpSettings(metrics_allow=("prometheus.internal",))
     assert HttpSettings(metrics_allow=(" 10.0.0.0/8",)).metrics_allow == ("10.0.0.0/8",)
+
+
+def test_metrics_allow_from_the_flag_or_the_environment(monkeypatch, capsys):
+    flags = ["serve", "--metrics-allow", "10.0.0.0/8", "--metrics-allow", "192.0.2.7/32"]
+    assert settings_from_args(build_parser().parse_args(flags)).http.metrics_allow == ("10.0.0.0/8", "192.0.2.7/32")
+    monkeypatch.setenv("FACEFUSE_METRICS_ALLOW", "10.0.0.0/8, fd00::/8")
+    assert settings_from_args(build_parser().parse_args(["serve"])).http.metrics_allow == ("10.0.0.0/8", "fd00::/8")
+    with pytest.raises(SystemExit) as refused:  # serve's one-line error, not a traceback
+        main(["serve", "--metrics-allow", "10.0.0.5/8", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "--metrics-allow '10.0.0.5/8'" in err and "Traceback" not in err
 
 
 # -- the dashboard and the alert rules ------------------------------------------------------------

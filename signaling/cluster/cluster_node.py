@@ -138,10 +138,14 @@ class ClusterNode:
         return better_node(self.record(), list(self._nodes.values()))
 
     async def session_opened(self, session: Session) -> None:
-        """In the directory at once, so another node finds it before the next heartbeat."""
+        """In the directory at once, so another node finds it before the next heartbeat. A Redis
+        that does not answer does not fail the session: the next heartbeat registers it."""
         entry = _entry(session, self.id)
-        with _store_errors("registering a session"):
+        try:
             await self._directory.register([entry])
+        except (RedisError, OSError) as exc:
+            logger.warning("session %s: not in the directory until the next heartbeat: %s", session.id, exc)
+            return
         self._registered[session.id] = entry
 
     async def session_closed(self, session: Session) -> None:

@@ -92,6 +92,9 @@ async def test_a_killed_node_leaves_the_registry_within_its_ttl_and_offers_go_el
                 nodes[1].process.kill()
                 nodes[1].process.wait()
                 killed_at = time.monotonic()
+                listed = await clients[0].request("GET", "/api/sessions")  # node-1 is still registered
+                assert [s["session_id"] for s in listed["sessions"]] == [first.session_id]
+                assert listed["unreachable_nodes"] == ["node-1"]
                 while "node-1" in [node["id"] for node in (await admin.request("GET", "/api/admin/nodes"))["nodes"]]:
                     assert time.monotonic() - killed_at < 2 * NODE_TTL_S, "the dead node is still listed"
                     await asyncio.sleep(0.2)

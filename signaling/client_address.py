@@ -24,15 +24,17 @@ FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Proto", "X-Fo
 SCHEMES = frozenset({"http", "https"})
 
 
-def checked_trusted_proxy(text: str) -> str:
-    """A --trusted-proxy CIDR, as given; a mistake is said at start-up."""
+def checked_network(text: str, flag: str) -> str:
+    """A CIDR given to `flag`, as given; a mistake is said at start-up."""
     try:
         ipaddress.ip_network(text.strip())
     except ValueError as exc:
-        raise ValueError(
-            f"--trusted-proxy {text!r} is not a network such as 127.0.0.1/32 or 10.0.0.0/8: {exc}"
-        ) from None
+        raise ValueError(f"{flag} {text!r} is not a network such as 10.0.0.0/8 or 192.0.2.7/32: {exc}") from None
     return text.strip()
+
+
+def checked_trusted_proxy(text: str) -> str:
+    return checked_network(text, "--trusted-proxy")
 
 
 def parse_address(text: str | None) -> IpAddress | None:

@@ -16,7 +16,7 @@ from signaling.app_keys import ACCOUNTS, METRICS, SESSIONS, SETTINGS
 from signaling.auth import require_admin
 from signaling.client_address import client_address
 from signaling.errors import ApiError
-from signaling.metrics_access import peer_may_scrape
+from signaling.metrics_access import may_scrape
 from signaling.routes.health import STORE_PING_TIMEOUT_S
 from stream.node_metrics import NodeMetrics
 
@@ -27,8 +27,8 @@ routes = web.RouteTableDef()
 def check_metrics_access(request: web.Request) -> None:
     """Loopback and --metrics-allow's networks read freely; others only with the admin key (401 for
     a wrong one, 403 without one or when the server has none)."""
-    address = client_address(request)  # behind a --trusted-proxy, the client's, never the proxy's
-    if address is not None and peer_may_scrape(str(address), request.app[SETTINGS].http.metrics_allow):
+    # behind a --trusted-proxy, the client's address, never the proxy's
+    if may_scrape(client_address(request), request.app[SETTINGS].http.metrics_allow):
         return
     if "Authorization" in request.headers:
         require_admin(request)

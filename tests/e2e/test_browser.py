@@ -15,7 +15,6 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.select import Select
@@ -23,7 +22,6 @@ from selenium.webdriver.support.select import Select
 from support.browser import (
     BREAK_ICE_JS,
     INBOUND_VIDEO_STATS_JS,
-    VIDEO_GREY_JS,
     ServerProcess,
     alert_text,
     assert_live_numbers_shown,
@@ -39,6 +37,7 @@ from support.browser import (
     stop_and_see_the_session_end,
     text_of,
     wait_for,
+    wait_remote_inverted,
     write_y4m,
 )
 from support.photos import face_rgb
@@ -95,19 +94,7 @@ def test_camera_to_server_and_back_shows_processed_video_and_stats(server: Serve
     session_id = started_session(driver, server, face_id)
     assert_remote_frames_keep_coming(driver)
 
-    # The remote picture is the processed (inverted) local one.
-    def inverted() -> tuple[float, float] | None:
-        frames = driver.execute_script(VIDEO_GREY_JS)
-        if not frames["local"] or not frames["remote"]:
-            return None
-        local, remote = np.asarray(frames["local"]), np.asarray(frames["remote"])
-        if local.std() <= 10 or remote.std() == 0:
-            return None
-        r = float(np.corrcoef(local, remote)[0, 1])
-        return (r, float(local.std())) if r < -0.6 else None
-
-    r, local_std = wait_for(inverted, 10, "remote video is the inverted local video (Pearson r < -0.6)", 0.5)
-    assert local_std > 10 and r < -0.6
+    wait_remote_inverted(driver)  # the remote picture is the processed (inverted) local one
 
     assert_live_numbers_shown(driver, session_id)
     stop_and_see_the_session_end(driver, server)

@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from support.browser import (
-    VIDEO_GREY_JS,
     ServerProcess,
     alert_text,
     assert_media_on_loopback,
@@ -26,6 +24,7 @@ from support.browser import (
     started_session,
     stop_and_see_the_session_end,
     wait_for,
+    wait_remote_inverted,
     write_y4m,
 )
 from support.certificates import MadeCertificates, make_certificates
@@ -75,16 +74,6 @@ def test_the_camera_page_works_over_https(
         started_session(driver, server, face_id)
         assert_remote_frames_keep_coming(driver)
 
-        def inverted() -> float | None:
-            frames = driver.execute_script(VIDEO_GREY_JS)
-            if not frames["local"] or not frames["remote"]:
-                return None
-            local, remote = np.asarray(frames["local"]), np.asarray(frames["remote"])
-            if local.std() <= 10 or remote.std() == 0:
-                return None
-            r = float(np.corrcoef(local, remote)[0, 1])
-            return r if r < -0.6 else None
-
-        wait_for(inverted, 10, "remote video is the inverted local video (Pearson r < -0.6)", 0.5)
+        wait_remote_inverted(driver)  # the remote picture is the processed (inverted) local one
         assert_media_on_loopback(driver)
         stop_and_see_the_session_end(driver, server)

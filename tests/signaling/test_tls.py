@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from signaling.cli import main
+from signaling.cli import build_parser, main, settings_from_args
 from signaling.self_signed import state_folder
 from signaling.settings import HttpSettings
 from signaling.tls import TlsSetupError, server_tls
@@ -215,3 +215,14 @@ async def peer_certificate(port: int, context: ssl.SSLContext) -> bytes:
     finally:
         writer.close()
         await writer.wait_closed()
+
+
+def test_the_flags_and_their_environment_variables(monkeypatch):
+    args = ["serve", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--trusted-proxy", "127.0.0.1/32"]
+    http = settings_from_args(build_parser().parse_args(args)).http
+    assert (http.tls_cert, http.tls_key, http.tls_self_signed) == (Path("c.pem"), Path("k.pem"), False)
+    assert http.trusted_proxies == ("127.0.0.1/32",)
+    monkeypatch.setenv("FACEFUSE_TLS_SELF_SIGNED", "on")
+    monkeypatch.setenv("FACEFUSE_TRUSTED_PROXY", "127.0.0.1/32, 10.0.0.0/8")
+    http = settings_from_args(build_parser().parse_args(["serve"])).http
+    assert http.tls_self_signed and http.trusted_proxies == ("127.0.0.1/32", "10.0.0.0/8")

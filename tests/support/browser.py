@@ -240,6 +240,24 @@ const grey = (id) => {
 return {local: grey("local-video"), remote: grey("remote-video")};
 """
 
+
+def wait_remote_inverted(driver: Any, timeout: float = 10) -> float:
+    """Waits until the remote video is the colour negative of the local one (the invert chain):
+    their grey values' Pearson r below -0.6, the local picture with detail (std > 10). Returns r."""
+
+    def inverted() -> float | None:
+        frames = driver.execute_script(VIDEO_GREY_JS)
+        if not frames["local"] or not frames["remote"]:
+            return None
+        local, remote = np.asarray(frames["local"]), np.asarray(frames["remote"])
+        if local.std() <= 10 or remote.std() == 0:
+            return None
+        r = float(np.corrcoef(local, remote)[0, 1])
+        return r if r < -0.6 else None
+
+    return wait_for(inverted, timeout, "remote video is the inverted local video (Pearson r < -0.6)", 0.5)
+
+
 # Every ICE candidate pair the browser knows: addresses, state, whether the transport selected it,
 # and the bytes it carried.
 # The remote <video>'s current frame at its own size, as a PNG data URL (null before it plays).

@@ -79,7 +79,9 @@
     const admin = Boolean(snapshot.node);
     const view = admin ? "operator" : "streamer";
     if (state.view !== view) setView(view);
-    setText(byId("who"), admin ? "Operator (admin key)" : `Account ${snapshot.account ? snapshot.account.id : ""}${state.localAccount ? " (local)" : ""}`);
+    let who = "Operator (admin key)";
+    if (!admin) who = state.localAccount ? "The local account (no sign-in on this machine)" : `Account ${snapshot.account ? snapshot.account.id : ""}`;
+    setText(byId("who"), who);
     (admin ? operator : streamer).show(snapshot);
     snapshotErrors = Array.isArray(snapshot.errors) ? snapshot.errors : [];
     renderBanner();

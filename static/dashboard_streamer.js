@@ -13,6 +13,11 @@
   const HISTORY_REFRESH_MS = 15000; // while the history is open
   const SWAP_WORDS = { all: "every face", largest: "the largest face", reference: "one person" };
 
+  function endedWords(session) {
+    const reason = session && session.close_reason;
+    return reason ? `This session has ended: ${reason}.` : "This session has ended.";
+  }
+
   function faceLabel(face) {
     return `${format.shortId(face.id)} (${new Date(face.created_at * 1000).toLocaleTimeString("en-GB")})`;
   }
@@ -28,7 +33,7 @@
       this.sessions = new ns.KeyedList(byId("session-cards"), {
         create: (key) => this.createCard(key),
         update: (entry, session) => this.updateCard(entry, session),
-        ended: (entry) => this.markEnded(entry, "This session has ended."),
+        ended: (entry) => this.markEnded(entry, endedWords(entry.session)),
         destroy: (entry) => this.destroyCard(entry),
         keepEndedMs: ENDED_KEEP_MS,
       });

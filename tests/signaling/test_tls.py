@@ -10,6 +10,7 @@ import datetime
 import hashlib
 import os
 import re
+import socket
 import ssl
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from signaling.cli import build_parser, main, settings_from_args
-from signaling.self_signed import state_folder
+from signaling.self_signed import certificate_names, state_folder
 from signaling.settings import HttpSettings
 from signaling.tls import TlsSetupError, server_tls
 from support.certificates import make_certificates, write_encrypted_key, write_other_key
@@ -226,3 +227,26 @@ def test_the_flags_and_their_environment_variables(monkeypatch):
     monkeypatch.setenv("FACEFUSE_TRUSTED_PROXY", "127.0.0.1/32, 10.0.0.0/8")
     http = settings_from_args(build_parser().parse_args(["serve"])).http
     assert http.tls_self_signed and http.trusted_proxies == ("127.0.0.1/32", "10.0.0.0/8")
+
+
+def test_a_self_signed_certificate_about_to_expire_is_made_anew(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    names = ("localhost", "127.0.0.1", "::1")
+    expiring = make_certificates(tmp_path / "old", names=names, valid_for=datetime.timedelta(hours=1))
+    state_folder().mkdir(parents=True)
+    kept = state_folder() / "self-signed.pem"
+    kept.write_bytes(expiring.key_file.read_bytes() + expiring.cert_file.read_bytes())
+    fresh = server_tls(HttpSettings(tls_self_signed=True))
+    assert fresh.certificate.serial_number != expiring.certificate.serial_number
+    assert fresh.certificate.not_valid_after_utc - datetime.datetime.now(datetime.UTC) > datetime.timedelta(days=7)
+
+
+def test_on_every_address_the_self_signed_certificate_names_this_machine():
+    """--host 0.0.0.0 for a LAN demo: the browser reaches it by this machine's name or an address."""
+    names = certificate_names(HttpSettings(host="0.0.0.0"))
+    assert socket.gethostname().lower() in names and "127.0.0.1" in names
+    assert not [name for name in names if name.startswith("fe80")]  # link-local: unusable in a URL
+    assert certificate_names(HttpSettings(host="192.0.2.9", public_hosts=("demo.lan",)))[3:] == [
+        "192.0.2.9",
+        "demo.lan",
+    ]

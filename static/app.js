@@ -658,13 +658,20 @@
       state.sessionSwap = current;
       if (state.faceId) offer.face_id = state.faceId;
       state.sessionFaceId = state.faceId;
-      let response;
-      try {
-        response = await fetch("/api/offer", {
+      const postOffer = (url) =>
+        fetch(url, {
           method: "POST",
           headers: authHeaders({ "Content-Type": "application/json" }),
           body: JSON.stringify(offer),
         });
+      let response;
+      try {
+        response = await postOffer("/api/offer");
+        // A full node sends the offer on to another node by 307: fetch follows it (a CORS request there) but
+        // drops the key on the way to the other origin, so that node's 401 is asked again, with the key.
+        if (response.status === 401 && response.redirected && authHeaders().Authorization) {
+          response = await postOffer(response.url);
+        }
       } catch (err) {
         if (state.pc !== pc) return;
         showError("The connection failed: the server could not be reached.", String(err.message || err));

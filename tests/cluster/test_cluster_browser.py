@@ -1,0 +1,51 @@
+"""The camera page on a full node: its offer goes by 307 to another node, and it streams from there."""
+
+import asyncio
+
+import pytest
+
+from client.facefuse_client import FacefuseClient
+from support.browser import INBOUND_VIDEO_STATS_JS, chromium, chromium_flags, face_path, wait_for, write_y4m
+from support.cluster_nodes import camera, cluster
+from support.metering import ADMIN, create_account
+from support.server import wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.redis, pytest.mark.slow]
+
+
+async def test_the_camera_page_on_a_full_node_streams_from_another(redis_server, tmp_path):
+    clip = write_y4m(face_path("obama.jpg"), tmp_path / "obama.y4m", frames=30)
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    with cluster(redis_server.url, tmp_path, ("--max-sessions", "1"), (), pages_of_each_other=True) as nodes:
+        async with FacefuseClient(nodes[0].base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "pat", balance=100, tier="paid")
+        async with FacefuseClient(nodes[0].base_url, api_key=key) as script:
+            filling = await script.connect(camera(0))  # node-0 is full from now on
+            await wait_until(lambda: filling.frames_received >= 3, timeout=20)
+            with chromium(chromium_flags(clip, profile)) as driver:
+                driver.get(nodes[0].base_url + "/")
+                wait_for(lambda: driver.find_element("id", "api-key").is_displayed(), 10, "the API-key field")
+                driver.find_element("id", "api-key").send_keys(key)
+                driver.find_element("id", "start").click()
+                session_id = wait_for(
+                    lambda: driver.execute_script("return document.body.dataset.sessionId || null;"), 20, "session id"
+                )
+                wait_for(
+                    lambda: (driver.execute_async_script(INBOUND_VIDEO_STATS_JS) or {}).get("framesDecoded"),
+                    20,
+                    "the first decoded frame from the other node",
+                )
+                listed = await script.request("GET", "/api/sessions")
+                placed = {s["session_id"]: s["node_id"] for s in listed["sessions"]}
+                assert placed == {filling.session_id: "node-0", session_id: "node-1"}
+
+                driver.find_element("id", "stop").click()  # its DELETE goes to node-0, which forwards it
+                for _ in range(50):
+                    listed = await script.request("GET", "/api/sessions")
+                    if [s["session_id"] for s in listed["sessions"]] == [filling.session_id]:
+                        break
+                    await asyncio.sleep(0.2)
+                else:
+                    pytest.fail(f"the page's session did not end on node-1: {listed}")
+            await filling.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,14 +85,45 @@ class Face:
         return description
 
 
+# Brings a face another node uploaded into this node's library: (face id, owner) -> None.
+FaceFetcher = Callable[[str, str | None], Awaitable[None]]
+
+
 class FaceLibrary:
-    """Thread-safe: HTTP handlers add faces while the runner's thread reads them."""
+    """Thread-safe: HTTP handlers add faces while the runner's thread reads them.
+
+    With a shared store (signaling/shared_faces.py) the library is this node's copy of the faces
+    it uses: the store holds every face and the limits, and `fetch` brings one in before use (the
+    runner's thread only ever reads what is here)."""
 
     def __init__(self, max_faces: int = 256, max_per_owner: int = 32) -> None:
         self.max_faces = max_faces
         self.max_per_owner = max_per_owner  # so one account cannot take every place
         self._faces: dict[str, Face] = {}
         self._lock = threading.Lock()
+        self.fetcher: FaceFetcher | None = None  # set by the shared store
+
+    async def fetch(self, face_id: str, owner: str | None = None) -> None:
+        """Makes sure a face uploaded on another node is here (no-op without a shared store); the
+        sync get() that follows then answers as for a face uploaded here."""
+        if self.fetcher is not None:
+            await self.fetcher(face_id, owner)
+
+    async def fetch_named(self, owner: str | None, *face_ids: object) -> None:
+        """fetch() for each of the ids a request names (None and non-strings skipped: the request's
+        own checks say what is wrong with them)."""
+        for face_id in face_ids:
+            if isinstance(face_id, str) and face_id:
+                await self.fetch(face_id, owner)
+
+    def keep(self, face: Face) -> None:
+        """A face read from the shared store, which held it to the limits when it was uploaded."""
+        with self._lock:
+            self._faces[face.id] = face
+
+    def has(self, face_id: str) -> bool:
+        with self._lock:
+            return face_id in self._faces
 
     def add(
         self,
@@ -111,10 +143,13 @@ class FaceLibrary:
             secrets.token_urlsafe(9), owner, width, height, format, size_bytes, time.time(), analysis, checks, thumbnail
         )
         with self._lock:
-            if len(self._faces) >= self.max_faces:
-                raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")
-            if sum(kept.owner == owner for kept in self._faces.values()) >= self.max_per_owner:
-                raise FaceLibraryFull(f"this account holds its maximum of {self.max_per_owner} faces; delete one first")
+            if self.fetcher is None:  # a shared store counts the limits over every node itself
+                if len(self._faces) >= self.max_faces:
+                    raise FaceLibraryFull(f"the face library holds its maximum of {self.max_faces}; delete one first")
+                if sum(kept.owner == owner for kept in self._faces.values()) >= self.max_per_owner:
+                    raise FaceLibraryFull(
+                        f"this account holds its maximum of {self.max_per_owner} faces; delete one first"
+                    )
             self._faces[face.id] = face
         return face
 

@@ -30,6 +30,7 @@ from signaling.app_keys import (
     RUNNER,
     SESSIONS,
     SETTINGS,
+    SHARED_FACES,
 )
 from signaling.bad_request_log import quiet_bad_request_log
 from signaling.cluster.startup import cluster_node
@@ -41,7 +42,9 @@ from signaling.http_metrics import count_requests
 from signaling.origin_check import host_and_origin_check
 from signaling.routes import account, events, faces, health, metrics, nodes, pages, sessions, streams, whep, whip
 from signaling.routes import drain as drain_routes
+from signaling.routes.faces import describe_face
 from signaling.settings import ServerSettings
+from signaling.shared_faces import SharedFaces
 from stream.manager import SessionManager
 from stream.node_metrics import NodeFacts, NodeMetrics
 
@@ -144,6 +147,12 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
     app[DEVICE] = str(device)
     app[RUNNER] = runner
     app[PHOTO_ANALYSIS] = analysis
+    quota = settings.quota
+    app[SHARED_FACES] = (
+        SharedFaces(app[FACES], quota.redis_url, prefix=quota.redis_prefix, device=device, describe=describe_face)
+        if quota.redis_url
+        else None
+    )
     app[SESSIONS] = SessionManager(runner, settings.stream, app[FACES], timings=app[METRICS])
     app[DRAIN] = Drain(app[SESSIONS], settings.stream.drain_timeout_s)
     app[METRICS].watch(runner, app[SESSIONS], NodeFacts(chain.name, str(device), settings.stream.max_sessions))
@@ -153,3 +162,5 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
         await app[DRAIN].stop()
         await app[SESSIONS].close_all()
         await asyncio.to_thread(runner.stop)
+        if app[SHARED_FACES] is not None:
+            await app[SHARED_FACES].aclose()

@@ -10,11 +10,13 @@ from quota.meter import LateReturns
 from signaling.cluster.cluster_node import ClusterNode
 from signaling.drain import Drain
 from signaling.settings import ServerSettings
+from signaling.shared_faces import SharedFaces
 from stream.manager import SessionManager
 from stream.node_metrics import NodeMetrics
 
 SETTINGS = web.AppKey("settings", ServerSettings)
 FACES = web.AppKey("faces", FaceLibrary)
+SHARED_FACES = web.AppKey("shared_faces", SharedFaces | None)  # with --redis-url: every node's uploads
 RUNNER = web.AppKey("runner", BatchRunner)
 PHOTO_ANALYSIS = web.AppKey("photo_analysis", PhotoAnalysis)  # what POST /api/faces runs on a photo
 SESSIONS = web.AppKey("sessions", SessionManager)

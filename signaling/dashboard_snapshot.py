@@ -47,6 +47,7 @@ class DashboardSnapshots:
         self._account = describe(request, account) if account is not None else None
         self._streams: list[dict[str, Any]] = []
         self._balances: dict[str, dict[str, Any]] = {}
+        self._faces: list[dict[str, object]] = []
 
     async def build(self) -> dict[str, Any]:
         errors: list[dict[str, str]] = []
@@ -57,12 +58,20 @@ class DashboardSnapshots:
             "account": await self._account_now(errors) if account_id is not None else None,
             "sessions": [session.snapshot() for session in sessions],
             "streams": await self._streams_now(errors) if account_id is not None else None,
-            "faces": describe_library(self._request, account_id) if account_id is not None else None,
+            "faces": await self._faces_now(errors) if account_id is not None else None,
         }
         if account_id is None:
             snapshot["node"] = await self._node(sessions, errors)
         snapshot["errors"] = _unique(errors)
         return snapshot
+
+    async def _faces_now(self, errors: list[dict[str, str]]) -> list[dict[str, object]]:
+        try:
+            async with asyncio.timeout(STORE_PING_TIMEOUT_S):
+                self._faces = await describe_library(self._request, self._account_id)
+        except (StoreUnavailable, TimeoutError):
+            errors.append(STORE_UNAVAILABLE)
+        return self._faces
 
     async def _account_now(self, errors: list[dict[str, str]]) -> dict[str, Any] | None:
         try:

@@ -12,12 +12,13 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from aiortc import RTCDataChannel
 
-from pipeline.faces import FaceForbidden, FaceNotFound
+from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
+from quota.errors import StoreUnavailable
 from stream.errors import InvalidCommand
 from stream.swap_options import InvalidSwapOptions
 
@@ -29,6 +30,13 @@ MAX_COMMAND_CHARS = 4096
 # Events are best effort: past this much unsent, a client that does not read loses them instead of
 # growing our send buffer forever.
 MAX_BUFFERED_BYTES = 256 * 1024
+
+
+def _faces_named(kind: object, command: Mapping[str, Any]) -> list[str]:
+    """The face ids a set_face or set_swap command names."""
+    key = {"set_face": "face_id", "set_swap": "reference_face_id"}.get(kind) if isinstance(kind, str) else None
+    face_id = command.get(key) if key is not None else None
+    return [face_id] if isinstance(face_id, str) and face_id else []
 
 
 def error_event(code: str, message: str) -> dict[str, object]:
@@ -54,10 +62,22 @@ class CommandTarget(Protocol):
 class ClientChannel:
     """One session's data channel, once the client opens it: events out, commands in."""
 
-    def __init__(self, session_id: str, target: CommandTarget) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        target: CommandTarget,
+        *,
+        faces: FaceLibrary | None = None,
+        account_id: str | None = None,
+        spawn: Callable[[Awaitable[None], str], None] | None = None,
+    ) -> None:
         self._session_id = session_id
         self._target = target
         self._channel: RTCDataChannel | None = None
+        # a command naming a face uploaded on another node waits for it to be read (shared_faces.py)
+        self._faces = faces
+        self._account_id = account_id
+        self._spawn = spawn
 
     def attach(self, channel: RTCDataChannel) -> None:
         self._channel = channel
@@ -114,6 +134,26 @@ class ClientChannel:
         except (ValueError, TypeError, KeyError, RecursionError):  # RecursionError: JSON nested too deep
             self.send(error_event("invalid_command", "expected a JSON object with a 'type'"))
             return
+        named = _faces_named(kind, command)
+        if self._faces is not None and self._faces.fetcher is not None and self._spawn is not None and named:
+            if not all(self._faces.has(face_id) for face_id in named):
+                self._spawn(self._fetch_then_answer(named, kind, command), "fetch-face")
+                return
+        self._carry_out_and_answer(kind, command)
+
+    async def _fetch_then_answer(self, named: list[str], kind: object, command: Mapping[str, Any]) -> None:
+        try:
+            await self._faces.fetch_named(self._account_id, *named)  # type: ignore[union-attr]
+        except (FaceNotFound, FaceForbidden, StoreUnavailable) as exc:
+            self.send({**error_event(exc.code, str(exc)), "command": kind})
+            return
+        try:
+            self._carry_out_and_answer(kind, command)
+        except Exception:
+            logger.exception("session %s: a command could not be answered", self._session_id)
+            self.send(error_event("internal_error", "the command could not be carried out"))
+
+    def _carry_out_and_answer(self, kind: object, command: Mapping[str, Any]) -> None:
         try:
             answer = self._carry_out(kind, command)
         except (InvalidCommand, InvalidSwapOptions, FaceNotFound, FaceForbidden) as exc:

@@ -111,7 +111,7 @@ class Session:
         self.video_out = VideoFanout()
         self.audio = AudioRelay(self._audio_delay_s)
         self._last_sent_arrival = float("-inf")  # the newest frame an encoder has taken (charged once)
-        self.channel = ClientChannel(session_id, self)
+        self.channel = ClientChannel(session_id, self, faces=self._faces, account_id=account_id, spawn=self._spawn)
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_frame_at = time.monotonic()
         self._closed = asyncio.Event()

@@ -9,8 +9,9 @@ from aiohttp import web
 from pipeline.faces import Face, FaceForbidden, FaceNotFound, NoFaceFound
 from pipeline.identity.thumbnail import face_thumbnail
 from pipeline.images import decode_image
-from signaling.app_keys import FACES, PHOTO_ANALYSIS, SESSIONS, SETTINGS
+from signaling.app_keys import FACES, PHOTO_ANALYSIS, SESSIONS, SETTINGS, SHARED_FACES
 from signaling.auth import current_account
+from signaling.cluster.routing import sessions_elsewhere
 from signaling.errors import ApiError
 from signaling.upload_body import read_upload
 
@@ -25,8 +26,12 @@ def describe_face(face: Face) -> dict[str, object]:
     return {"face_size": None, "warnings": [], **face.describe(), "thumbnail_url": thumbnail_url}
 
 
-def describe_library(request: web.Request, account_id: str) -> list[dict[str, object]]:
-    """What GET /api/faces lists (and the dashboard's events): the account's faces, oldest first."""
+async def describe_library(request: web.Request, account_id: str) -> list[dict[str, object]]:
+    """What GET /api/faces lists (and the dashboard's events): the account's faces, oldest first
+    (with a shared store, those uploaded on every node)."""
+    shared = request.app[SHARED_FACES]
+    if shared is not None:
+        return await shared.describe_all(account_id)
     return [describe_face(face) for face in request.app[FACES].of_owner(account_id)]
 
 
@@ -50,19 +55,23 @@ async def upload_face(request: web.Request) -> web.Response:
         checks=checks,
         thumbnail=thumbnail,
     )
+    if request.app[SHARED_FACES] is not None:
+        await request.app[SHARED_FACES].publish(face)  # every node can use it; the limits counted there
     return web.json_response(describe_face(face), status=201, headers={"Location": f"/api/faces/{face.id}"})
 
 
 @routes.get("/api/faces")
 async def list_faces(request: web.Request) -> web.Response:
     account = await current_account(request)
-    return web.json_response({"faces": describe_library(request, account.id)})
+    return web.json_response({"faces": await describe_library(request, account.id)})
 
 
 @routes.get("/api/faces/{face_id}")
 async def get_face(request: web.Request) -> web.Response:
     account = await current_account(request)
-    return web.json_response(describe_face(request.app[FACES].get(request.match_info["face_id"], account.id)))
+    face_id = request.match_info["face_id"]
+    await request.app[FACES].fetch(face_id, account.id)
+    return web.json_response(describe_face(request.app[FACES].get(face_id, account.id)))
 
 
 @routes.get("/api/faces/{face_id}/thumbnail")
@@ -72,6 +81,7 @@ async def get_thumbnail(request: web.Request) -> web.Response:
     account = await current_account(request)
     face_id = request.match_info["face_id"]
     try:
+        await request.app[FACES].fetch(face_id, account.id)
         face = request.app[FACES].get(face_id, account.id)
     except FaceForbidden:
         raise FaceNotFound(f"no face {face_id!r}") from None
@@ -87,9 +97,15 @@ async def get_thumbnail(request: web.Request) -> web.Response:
 async def delete_face(request: web.Request) -> web.Response:
     account = await current_account(request)
     face_id = request.match_info["face_id"]
+    await request.app[FACES].fetch(face_id, account.id)
     request.app[FACES].get(face_id, account.id)  # 404 / 403 first
-    # a live session swapping to it (or choosing faces by it) would fail every frame from then on
-    users = [s.id for s in request.app[SESSIONS].all() if face_id in (s.face_id, s.options.get("reference_face_id"))]
+    # a live session swapping to it (or choosing faces by it) would fail every frame from then on;
+    # with several nodes, the account's sessions on the others too
+    here = [s.snapshot() for s in request.app[SESSIONS].all()]
+    elsewhere, _unreachable = await sessions_elsewhere(request, account.id)
+    users = [
+        s["session_id"] for s in here + elsewhere if face_id in (s["face_id"], s["options"].get("reference_face_id"))
+    ]
     if users:
         raise ApiError(
             409,
@@ -97,5 +113,8 @@ async def delete_face(request: web.Request) -> web.Response:
             f"face {face_id!r} is in use by {len(users)} live session(s) ({', '.join(users[:3])}); "
             "switch their face or end them first",
         )
-    request.app[FACES].delete(face_id, account.id)
+    if request.app[SHARED_FACES] is not None:
+        await request.app[SHARED_FACES].delete(face_id, account.id)
+    else:
+        request.app[FACES].delete(face_id, account.id)
     return web.json_response({"id": face_id, "deleted": True})

@@ -44,6 +44,7 @@ async def offer(request: web.Request) -> web.Response:
     account = await current_account(request)  # before the body: no key, no buffer
     place_new_session(request)  # 307 to a better node: the client sends its body there
     sdp, face_id, options, stream = _parse_offer_body(await json_object(request, '{"sdp", "type": "offer"}'))
+    await request.app[FACES].fetch_named(account.id, face_id, options.get("reference_face_id"))  # from another node
     if face_id is not None:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
     options = checked_swap_options(options, request.app[FACES], account.id)  # 400 / 404 / 403 before negotiating
@@ -100,6 +101,7 @@ async def set_session_face(request: web.Request) -> web.Response:
     # a missing face_id is a typo, not "stop swapping": that takes an explicit null
     if "face_id" not in body or not (body["face_id"] is None or isinstance(body["face_id"], str)):
         raise ApiError(400, "invalid_body", 'expected {"face_id": "..."} (or null to stop swapping)')
+    await request.app[FACES].fetch_named(account.id, body["face_id"])
     session.set_face(body.get("face_id"))
     return web.json_response(session.snapshot())
 
@@ -116,5 +118,6 @@ async def set_session_swap(request: web.Request) -> web.Response:
     body = await json_object(request, shape)
     if "swap" not in body:
         raise ApiError(400, "invalid_body", f"expected {shape}")
+    await request.app[FACES].fetch_named(account.id, body.get("reference_face_id"))
     session.set_swap(body["swap"], body.get("reference_face_id"), body.get("reference_threshold"))
     return web.json_response(session.snapshot())

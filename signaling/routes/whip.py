@@ -74,6 +74,7 @@ async def publish(request: web.Request) -> web.Response:
     place_new_session(request)  # 307 to a better node (RFC 9725 section 4.5)
     face_id, options = _query_options(request)
     offer_sdp = await offer_text(request)
+    await request.app[FACES].fetch_named(account.id, face_id, options.get("reference_face_id"))  # from another node
     if face_id is not None:
         request.app[FACES].get(face_id, account.id)  # 404/403 before any negotiation work
     options = checked_swap_options(options, request.app[FACES], account.id)

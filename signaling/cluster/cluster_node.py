@@ -23,6 +23,10 @@ from stream.session import Session
 
 logger = logging.getLogger(__name__)
 
+# How long a stopping node waits to take itself and its sessions out of Redis; past that they
+# expire with their TTL (10 s), which is what a crash leaves too.
+LEAVE_WAIT_S = 1.0
+
 
 @contextlib.contextmanager
 def _store_errors(what: str) -> Iterator[None]:
@@ -73,9 +77,10 @@ class ClusterNode:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        with contextlib.suppress(RedisError, OSError):  # at worst they expire with the TTL
-            await self._directory.remove(list(self._registered.values()))
-            await self._registry.leave(self.id)
+        try:  # at worst they expire with the TTL: a Redis that does not answer must not hold up the stop
+            await asyncio.wait_for(self._leave(), LEAVE_WAIT_S)
+        except (TimeoutError, RedisError, OSError) as exc:
+            logger.warning("node %s: left the registry by its TTL, not at once: %s", self.id, exc)
         if self.http is not None:
             await self.http.close()
 
@@ -83,6 +88,10 @@ class ClusterNode:
     def draining(self) -> bool:
         """Set here or by the node's drain (signaling/drain.py marks the session manager)."""
         return self._draining or self._sessions.draining
+
+    async def _leave(self) -> None:
+        await self._directory.remove(list(self._registered.values()))
+        await self._registry.leave(self.id)
 
     def set_draining(self, draining: bool = True) -> None:
         """A draining node takes no new sessions: placement sends them elsewhere, and the other

@@ -1,12 +1,13 @@
 """A node's preStop hook (deploy/kubernetes/facefuse.yaml): drain, then wait for the sessions to end.
 
-Kubernetes sends SIGTERM once this exits, and SIGTERM closes every session left. So this asks the
-node to drain (POST /api/admin/nodes/self/drain: no new sessions, /healthz 503) and then waits
-until /livez counts no session, at most DRAIN_TIMEOUT_S seconds. A node without the drain
-endpoint (404) still gets the wait: a terminating pod leaves the Service's endpoints at once, so
-no new session reaches it meanwhile. Standard library only: it runs in the node's image.
+Kubernetes sends SIGTERM once this exits, which stops the node. So this first asks the node to
+drain (POST /api/admin/nodes/self/drain: no new sessions, /healthz 503) and then waits
+until /livez counts no session, at most FACEFUSE_DRAIN_TIMEOUT seconds (the node's own
+--drain-timeout: it closes the sessions left then). A node that refuses the request still gets
+the wait: a terminating pod leaves the Service's endpoints at once, so no new session reaches it
+meanwhile. Standard library only: it runs in the node's image.
 
-Environment: FACEFUSE_PORT (8080), FACEFUSE_ADMIN_KEY, DRAIN_TIMEOUT_S (300).
+Environment: FACEFUSE_PORT (8080), FACEFUSE_ADMIN_KEY, FACEFUSE_DRAIN_TIMEOUT (300).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def live_sessions(base: str) -> int | None:
 
 def main() -> int:
     base = f"http://127.0.0.1:{os.environ.get('FACEFUSE_PORT', '8080')}"
-    deadline = time.monotonic() + float(os.environ.get("DRAIN_TIMEOUT_S", "300"))
+    deadline = time.monotonic() + float(os.environ.get("FACEFUSE_DRAIN_TIMEOUT", "300"))
     ask_to_drain(base, os.environ.get("FACEFUSE_ADMIN_KEY"))
     while (sessions := live_sessions(base)) and time.monotonic() < deadline:
         time.sleep(POLL_EVERY_S)

@@ -4,10 +4,10 @@ and the images install what README.md installs."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -15,13 +15,13 @@ from aiohttp.test_utils import make_mocked_request
 
 from signaling.app import create_app
 from signaling.cli import ENV_PREFIX, build_parsers, settings_from_args
-from stream.settings import StreamSettings
 from support.deploy_files import (
     CADDYFILE,
     COMPOSE,
     DEPLOY,
     DOCKERFILES,
     KUBERNETES,
+    caddy_sites,
     compose,
     compose_nodes,
     dockerfile_env,
@@ -31,6 +31,7 @@ from support.deploy_files import (
     facefuse_containers,
     image_path,
     instructions,
+    manifests,
     pip_installs,
     port_range,
     published_udp_range,
@@ -95,6 +96,7 @@ def test_the_serve_flags_in_the_deploy_files_exist_in_the_cli():
     arguments = all_deploy_arguments()
     assert "--redis-url" in serve_flags(arguments["compose node-a"])  # the reading finds them at all
     assert "--ice-host" in serve_flags(arguments["kubernetes facefuse"])
+    assert "--drain-timeout" in serve_flags(arguments["compose node-b"])
     unknown = {where: sorted(set(serve_flags(args)) - options) for where, args in arguments.items()}
     assert not any(unknown.values()), f"flags `facefuse serve` does not take: {unknown}"
 
@@ -138,7 +140,7 @@ def test_each_compose_node_gets_valid_settings_with_an_admin_key_on_every_addres
         path for path in DOCKERFILES.values() if str(path.relative_to(REPO_ROOT)) == service["build"]["dockerfile"]
     )
     for name, value in {**dockerfile_env(image), **service.get("environment", {})}.items():
-        monkeypatch.setenv(name, str(value))
+        monkeypatch.setenv(name, _interpolated(str(value), COMPOSE_VARIABLES))
     _, serve = build_parsers()  # the environment is read as the parser is built
     settings = settings_from_args(serve.parse_args(arguments))
 
@@ -147,7 +149,17 @@ def test_each_compose_node_gets_valid_settings_with_an_admin_key_on_every_addres
     assert settings.quota.redis_url == "redis://redis:6379/0"
     assert settings.quota.node_id == node  # one name each: the store's leases are per node
     assert settings.stream.ice.public_address == PUBLIC_IP
-    assert settings.http.public_hosts == (COMPOSE_VARIABLES["FACEFUSE_DOMAIN"],)
+    domain = COMPOSE_VARIABLES["FACEFUSE_DOMAIN"]
+    assert settings.cluster.advertise_url == f"https://{node}.{domain}"
+    assert set(settings.http.public_hosts) == {domain, f"{node}.{domain}"}  # else 421 for its own names
+    proxy_address = compose()["services"]["proxy"]["networks"]["default"]["ipv4_address"]
+    assert settings.http.trusted_proxies == (f"{proxy_address}/32",)
+    assert settings.stream.drain_timeout_s + 5 < _seconds(service["stop_grace_period"])  # docker kills at it
+
+
+def _seconds(duration: str) -> float:
+    """A compose duration such as "135s" or "2m"."""
+    return float(duration[:-1]) * {"s": 1, "m": 60}[duration[-1]]
 
 
 def _container_env(container: dict) -> dict[str, str]:
@@ -178,6 +190,26 @@ def test_the_kubernetes_node_gets_valid_settings_on_its_host_address(monkeypatch
     assert settings.http.host == "0.0.0.0" and settings.pipeline.device == "cuda"
     assert settings.stream.ice.hosts == (HOST_IP,)  # the host's address: the pod has the host's network
     assert settings.quota.node_id == "facefuse-0"  # the StatefulSet's stable pod name
+    assert settings.cluster.advertise_url == "https://facefuse-0.facefuse.example.com"
+    assert "facefuse-0.facefuse.example.com" in settings.http.public_hosts
+
+
+def test_each_kubernetes_node_is_reached_at_its_advertised_name_through_the_ingress():
+    """A 307 sends a client to a node's --advertise-url, and the other nodes forward to it: the
+    Ingress must route that name to that pod and no other."""
+    (container,) = facefuse_containers()
+    (advertised,) = [word.split("=", 1)[1] for word in container["args"] if word.startswith("--advertise-url=")]
+    (ingress,) = [item for item in manifests() if item["kind"] == "Ingress"]
+    routes = {rule["host"]: rule["http"]["paths"][0]["backend"]["service"]["name"] for rule in ingress["spec"]["rules"]}
+    services = {item["metadata"]["name"]: item["spec"]["selector"] for item in manifests() if item["kind"] == "Service"}
+    for replica in range(workload("facefuse")["spec"]["replicas"]):
+        pod = f"facefuse-{replica}"
+        host = urlsplit(_interpolated(advertised, {"FACEFUSE_NODE_ID": pod})).hostname
+        assert host in routes, f"no Ingress rule for {host}"
+        assert services[routes[host]] == {"statefulset.kubernetes.io/pod-name": pod}
+        assert any(
+            host in tls["hosts"] or f"*.{host.split('.', 1)[1]}" in tls["hosts"] for tls in ingress["spec"]["tls"]
+        )
 
 
 async def _router_serves(method: str, path: str) -> bool:
@@ -221,15 +253,12 @@ def test_the_prestop_hook_runs_a_file_the_image_holds():
     assert not any(script.relative_to(REPO_ROOT).parts[0] == entry for entry in ignored), ".dockerignore leaves it out"
 
 
-def test_the_grace_period_outlasts_the_drain():
+def test_the_kubernetes_grace_period_outlasts_the_drain():
     spec = workload("facefuse")["spec"]["template"]["spec"]
     (container,) = facefuse_containers()
-    drain_s = float(_container_env(container)["DRAIN_TIMEOUT_S"])
+    drain_s = float(_container_env(container)["FACEFUSE_DRAIN_TIMEOUT"])  # the server's and the preStop's
     # SIGTERM after the preStop: up to 3 s for requests in progress, 2 s for the quota store (docs/running.md)
     assert spec["terminationGracePeriodSeconds"] >= drain_s + 5 + 10
-    server_default = {f.name: f.default for f in dataclasses.fields(StreamSettings)}.get("drain_timeout_s")
-    if server_default is not None:  # issue #28's --drain-timeout: the preStop's wait and the server's agree
-        assert drain_s == server_default
 
 
 def test_the_kubernetes_node_has_a_gpu_and_the_hosts_network():
@@ -271,9 +300,18 @@ def test_each_compose_node_publishes_its_own_media_ports_one_for_one():
         )
 
 
-def test_the_proxy_sends_http_to_every_compose_node():
-    upstreams = re.search(r"reverse_proxy ([^{]+)\{", CADDYFILE.read_text())[1].split()
-    assert sorted(upstreams) == sorted(f"{name}:8080" for name in compose_nodes())
+def test_the_proxy_sends_http_to_every_compose_node_and_each_nodes_own_name_to_it():
+    sites = caddy_sites()
+    nodes = compose_nodes()
+    assert sorted(sites.pop("{$FACEFUSE_DOMAIN}")) == sorted(f"{name}:8080" for name in nodes)
+    for name, service in nodes.items():
+        # compose's ${VAR} is Caddy's {$VAR}
+        advertised = urlsplit(service["environment"]["FACEFUSE_ADVERTISE_URL"].replace("${", "{$")).netloc
+        assert sites.pop(advertised) == [f"{name}:8080"], f"{name}: its --advertise-url does not reach it"
+        # the other nodes forward to that name: it must lead to the proxy on the compose network
+        proxy_address = compose()["services"]["proxy"]["networks"]["default"]["ipv4_address"]
+        assert f"{advertised.replace('{$', '${')}:{proxy_address}" in service["extra_hosts"]
+    assert not sites, f"sites for no node: {sites}"
     proxy = compose()["services"]["proxy"]
     assert "./Caddyfile:/etc/caddy/Caddyfile:ro" in proxy["volumes"]
     assert {"80:80", "443:443"} <= set(proxy["ports"])

@@ -9,6 +9,7 @@ import os
 import sys
 from urllib.parse import urlsplit
 
+import aiohttp
 import pytest
 
 from client.facefuse_client import FacefuseClient
@@ -28,7 +29,7 @@ async def start_hook(url: str, drain_timeout_s: float) -> asyncio.subprocess.Pro
     env |= {
         "FACEFUSE_PORT": str(urlsplit(url).port),
         "FACEFUSE_ADMIN_KEY": ADMIN,
-        "DRAIN_TIMEOUT_S": str(drain_timeout_s),
+        "FACEFUSE_DRAIN_TIMEOUT": str(drain_timeout_s),
     }
     return await asyncio.create_subprocess_exec(sys.executable, str(HOOK), env=env, stderr=asyncio.subprocess.PIPE)
 
@@ -49,8 +50,11 @@ async def test_the_hook_waits_while_a_session_lives_and_returns_once_it_ended():
             try:
                 await wait_until(lambda: session.frames_received >= 3, timeout=10)
                 hook = await start_hook(url, LONG_DRAIN_S)
-                # its first line answers the drain request; then it polls /livez every 2 s
-                await asyncio.wait_for(hook.stderr.readline(), timeout=30)
+                # its first line is the drain request's answer; then it polls /livez every 2 s
+                said = await asyncio.wait_for(hook.stderr.readline(), timeout=30)
+                assert b"draining:" in said, said
+                async with aiohttp.ClientSession() as http, http.get(f"{url}/healthz") as health:
+                    assert health.status == 503  # the load balancer stops sending the node new sessions
                 with pytest.raises(TimeoutError):  # still waiting for the session after two polls and more
                     await asyncio.wait_for(asyncio.shield(hook.wait()), timeout=5)
             finally:

@@ -22,6 +22,14 @@ DOCKERFILES = {"cpu": DEPLOY / "Dockerfile", "cuda": DEPLOY / "Dockerfile.cuda"}
 IMAGE_ROOT = "/app"
 
 
+def caddy_sites() -> dict[str, list[str]]:
+    """Each site block of the Caddyfile: its address -> the upstreams its reverse_proxy sends to."""
+    sites = {}
+    for address, body in re.findall(r"^(\S+) \{\n(.*?)^\}", CADDYFILE.read_text(), re.S | re.M):
+        sites[address] = re.search(r"reverse_proxy ([^{\n]+)", body)[1].split()
+    return sites
+
+
 def compose() -> dict[str, Any]:
     return yaml.safe_load(COMPOSE.read_text())
 

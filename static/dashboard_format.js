@@ -86,6 +86,11 @@
       return reason ? `${throttle.level}: ${reason}` : throttle.level;
     },
 
+    // a face as a <select> lists it: its short id and when it was uploaded
+    faceLabel(face) {
+      return `${ns.format.shortId(face.id)} (${new Date(face.created_at * 1000).toLocaleTimeString("en-GB")})`;
+    },
+
     shortId(id) {
       return id ? String(id).slice(0, 8) : DASH;
     },

@@ -64,7 +64,7 @@
         this.createAccount();
       });
       byId("created-copy").addEventListener("click", () => {
-        navigator.clipboard.writeText(byId("created-key").textContent).catch(() => {});
+        ns.copyText(byId("created-key").textContent);
       });
     }
 

@@ -1,11 +1,12 @@
-// The streamer's view: the account (balance, burn rate, time left, the hourly cap, history), each
-// live session as a card (figures, source face, a muted preview, 5-minute plots, actions), the
-// streams with their OBS URLs, and the face library. Fed one snapshot a second by dashboard.js.
+// The streamer's view: the account (balance, burn rate, time left, the hourly cap, history) and
+// each live session as a card (figures, source face, a muted preview, 5-minute plots, actions);
+// with the streams (dashboard_streams.js) and the face library (dashboard_faces.js). Fed one
+// snapshot a second by dashboard.js.
 "use strict";
 
 (() => {
   const ns = window.facefuseDashboard;
-  const { format, setText, setData, confirmClick, setOptions, copyText, historyRows } = ns;
+  const { format, setText, setData, confirmClick, setOptions, historyRows } = ns;
   const byId = (id) => document.getElementById(id);
 
   const ENDED_KEEP_MS = 60000; // an ended session's card stays, marked ended, this long
@@ -16,10 +17,6 @@
   function endedWords(session) {
     const reason = session && session.close_reason;
     return reason ? `This session has ended: ${reason}.` : "This session has ended.";
-  }
-
-  function faceLabel(face) {
-    return `${format.shortId(face.id)} (${new Date(face.created_at * 1000).toLocaleTimeString("en-GB")})`;
   }
 
   class StreamerView {
@@ -37,14 +34,8 @@
         destroy: (entry) => this.destroyCard(entry),
         keepEndedMs: ENDED_KEEP_MS,
       });
-      this.streams = new ns.KeyedList(byId("stream-rows"), {
-        create: (key) => this.createStreamRow(key),
-        update: (entry, stream) => this.updateStreamRow(entry, stream),
-      });
-      this.faceTiles = new ns.KeyedList(byId("face-tiles"), {
-        create: (key) => this.createFaceTile(key),
-        update: (entry, face) => this.updateFaceTile(entry, face),
-      });
+      this.streams = new ns.StreamsPanel();
+      this.library = new ns.FaceLibrary(this.thumbnails);
       this.bindForms();
     }
 
@@ -60,10 +51,8 @@
       this.sessions.sync(sessions, (session) => session.session_id, { now: t * 1000 });
       setText(byId("sessions-count"), sessions.length ? `(${sessions.length})` : "");
       byId("sessions-empty").hidden = this.sessions.size > 0;
-      this.streams.sync(snapshot.streams || [], (stream) => stream.stream, { ordered: true });
-      this.faceTiles.sync(this.faces, (face) => face.id);
-      setText(byId("faces-count"), `(${this.faces.length})`);
-      setOptions(byId("obs-face"), [["", "none (no swap)"], ...this.faces.map((face) => [face.id, faceLabel(face)])]);
+      this.streams.show(snapshot.streams || [], this.faces);
+      this.library.show(this.faces);
       this.series.forgetStale(t);
     }
 
@@ -172,7 +161,7 @@
     // The face and swap choices show the session's own until the person picks another.
     updateChoices(entry, s) {
       const { fields } = entry;
-      const faces = this.faces.map((face) => [face.id, faceLabel(face)]);
+      const faces = this.faces.map((face) => [face.id, format.faceLabel(face)]);
       setOptions(fields["face-select"], [["", "none (stop swapping)"], ...faces]);
       setOptions(fields["reference-select"], faces);
       if (!entry.chosen.face) fields["face-select"].value = s.face_id || "";
@@ -270,126 +259,6 @@
       await this.act(entry, "end the session", (path) => ns.api.request("DELETE", path), "Ending the session…");
     }
 
-    // ---- streams and OBS --------------------------------------------------------------
-
-    createStreamRow(key) {
-      const node = document.createElement("tr");
-      node.dataset.stream = key;
-      const cells = ["stream", "live", "session", "viewers", "tokens"].map((name) => {
-        const cell = node.insertCell();
-        cell.dataset.field = name;
-        if (name === "viewers" || name === "tokens") cell.className = "num";
-        return cell;
-      });
-      setText(cells[0], key);
-      const use = document.createElement("button");
-      use.type = "button";
-      use.className = "quiet";
-      use.textContent = "OBS URLs";
-      use.addEventListener("click", () => {
-        byId("obs-stream").value = key;
-        byId("obs-stream").focus();
-      });
-      node.insertCell().appendChild(use);
-      return { node, cells };
-    }
-
-    updateStreamRow(entry, stream) {
-      const [, live, session, viewers, tokens] = entry.cells;
-      setText(live, stream.live ? "live" : "not live");
-      setData(entry.node, "live", stream.live);
-      setText(session, stream.session_id ? format.shortId(stream.session_id) : format.DASH);
-      setText(viewers, (stream.viewers || []).length);
-      setText(tokens, stream.view_tokens);
-    }
-
-    async copyUrl(kind) {
-      const name = byId("obs-stream").value.trim();
-      const out = byId("obs-url");
-      out.hidden = false;
-      if (!/^[A-Za-z0-9_-]{1,64}$/.test(name)) {
-        setText(out, "A stream name is 1-64 letters, digits, - or _.");
-        out.dataset.kind = "error";
-        return;
-      }
-      let url;
-      if (kind === "whip") {
-        const face = byId("obs-face").value;
-        url = `${location.origin}/whip/${encodeURIComponent(name)}${face ? `?face_id=${encodeURIComponent(face)}` : ""}`;
-      } else {
-        try {
-          const token = await ns.api.request("POST", `/api/streams/${encodeURIComponent(name)}/view-tokens`);
-          url = `${location.origin}${token.watch_url}`;
-        } catch (error) {
-          setText(out, ns.api.sentence("make a view token", error));
-          out.dataset.kind = "error";
-          return;
-        }
-      }
-      const copied = await copyText(url);
-      out.dataset.kind = "url";
-      out.dataset.url = url;
-      setText(out, `${url}${copied ? "  (copied)" : "  (select it and copy)"}`);
-    }
-
-    // ---- the face library -------------------------------------------------------------
-
-    createFaceTile(key) {
-      const node = document.createElement("figure");
-      node.className = "tile";
-      node.dataset.face = key;
-      const img = document.createElement("img");
-      img.className = "thumb large";
-      img.alt = `face ${key}`;
-      img.width = 96;
-      img.height = 96;
-      const caption = document.createElement("figcaption");
-      const remove = document.createElement("button");
-      remove.type = "button";
-      remove.className = "quiet danger";
-      remove.textContent = "Delete";
-      confirmClick(remove, "Really delete?", () => this.deleteFace(key, remove));
-      node.append(img, caption, remove);
-      return { node, img, caption };
-    }
-
-    updateFaceTile(entry, face) {
-      this.thumbnails.show(entry.img, face.id);
-      const warnings = face.warnings || [];
-      const size = format.known(face.face_size) ? `, face ${face.face_size} px` : "";
-      setText(entry.caption, `${format.shortId(face.id)}${size}${warnings.length ? `, ${warnings.length} warning(s)` : ""}`);
-      entry.caption.title = warnings.map((w) => (typeof w === "string" ? w : w.message || w.code)).join("\n");
-    }
-
-    async deleteFace(faceId, button) {
-      button.disabled = true;
-      try {
-        await ns.api.request("DELETE", `/api/faces/${encodeURIComponent(faceId)}`);
-        setText(byId("faces-message"), `Face ${format.shortId(faceId)} deleted.`);
-        this.faceTiles.remove(faceId);
-      } catch (error) {
-        setText(byId("faces-message"), ns.api.sentence(`delete face ${format.shortId(faceId)}`, error));
-      } finally {
-        button.disabled = false;
-      }
-    }
-
-    async uploadFace(input) {
-      const file = input.files && input.files[0];
-      if (!file) return;
-      const message = byId("faces-message");
-      setText(message, `Uploading ${file.name}…`);
-      try {
-        const face = await ns.api.request("POST", "/api/faces", file);
-        const warnings = (face.warnings || []).map((w) => (typeof w === "string" ? w : w.message || w.code));
-        setText(message, `Face ${format.shortId(face.id)} added.${warnings.length ? ` Warnings: ${warnings.join("; ")}` : ""}`);
-      } catch (error) {
-        setText(message, ns.api.sentence(`add ${file.name}`, error));
-      } finally {
-        input.value = "";
-      }
-    }
-
     // ---- history ----------------------------------------------------------------------
 
     async loadHistory() {
@@ -405,10 +274,6 @@
     }
 
     bindForms() {
-      byId("copy-whip").addEventListener("click", () => this.copyUrl("whip"));
-      byId("copy-watch").addEventListener("click", () => this.copyUrl("watch"));
-      byId("obs-form").addEventListener("submit", (event) => event.preventDefault());
-      byId("face-upload").addEventListener("change", (event) => this.uploadFace(event.target));
       byId("history-refresh").addEventListener("click", () => this.loadHistory());
       byId("history").addEventListener("toggle", (event) => {
         clearInterval(this.historyTimer);
@@ -431,14 +296,13 @@
       clearInterval(this.historyTimer);
       byId("history").open = false;
       this.sessions.clear();
-      this.streams.clear();
-      this.faceTiles.clear();
+      this.streams.reset();
+      this.library.reset();
       this.thumbnails.clear();
       this.series.clear();
       if (this.accountPlot) this.accountPlot.destroy();
       this.accountPlot = null;
       byId("history-rows").replaceChildren();
-      byId("obs-url").hidden = true;
     }
   }
 

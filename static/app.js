@@ -494,6 +494,10 @@
       faceSwitched(message.face_id || null);
     } else if (message.type === "swap") {
       swapChanged(message);
+    } else if (message.type === "draining") {
+      // the server restarts (an operator or orchestrator drains it): the video goes on until then
+      const seconds = Math.max(0, Math.round(Number(message.closes_in_s) || 0));
+      setStatus(`The server is restarting: this session ends within ${seconds} s. Press Start again after it ends.`, "busy");
     } else if (message.type === "closed") {
       sessionEndedByServer(message);
     } else if (message.type === "error") {

@@ -19,6 +19,7 @@ command -v xwd >/dev/null || missing="$missing x11-apps"
 command -v whip-client >/dev/null || missing="$missing simple-whip-client"
 command -v cc >/dev/null || missing="$missing gcc"
 command -v ip >/dev/null || missing="$missing iproute2"
+command -v caddy >/dev/null || missing="$missing caddy"  # tests/deploy/ reads deploy/Caddyfile with it
 if [ -n "$missing" ]; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq

@@ -16,7 +16,6 @@ from aiohttp.test_utils import make_mocked_request
 from signaling.app import create_app
 from signaling.cli import ENV_PREFIX, build_parsers, settings_from_args
 from support.deploy_files import (
-    CADDYFILE,
     COMPOSE,
     DEPLOY,
     DOCKERFILES,
@@ -229,7 +228,6 @@ def probe_paths() -> dict[str, str]:
     for path in DOCKERFILES.values():
         (check,) = [text for name, text in instructions(path) if name == "HEALTHCHECK"]
         paths[f"{path.name} HEALTHCHECK"] = re.search(r"http://127\.0\.0\.1:%s(/\w+)", check)[1]
-    paths["Caddyfile health_uri"] = re.search(r"health_uri (\S+)", CADDYFILE.read_text())[1]
     return paths
 
 
@@ -237,7 +235,7 @@ async def test_the_probes_ask_the_routes_meant_for_them_and_the_app_serves_them(
     paths = probe_paths()
     # readiness: /healthz (503 when this node cannot take sessions); liveness: /livez (503 only when
     # the worker stopped: a Redis blip must not restart every node). docs/running.md#health-checks
-    assert paths["kubernetes readinessProbe"] == paths["Caddyfile health_uri"] == "/healthz"
+    assert paths["kubernetes readinessProbe"] == "/healthz"  # as Caddy's health checks (below)
     assert paths["kubernetes livenessProbe"] == "/livez"
     assert paths["Dockerfile HEALTHCHECK"] == paths["Dockerfile.cuda HEALTHCHECK"] == "/livez"
     unserved = {where: path for where, path in paths.items() if not await _router_serves("GET", path)}
@@ -300,17 +298,23 @@ def test_each_compose_node_publishes_its_own_media_ports_one_for_one():
         )
 
 
-def test_the_proxy_sends_http_to_every_compose_node_and_each_nodes_own_name_to_it():
-    sites = caddy_sites()
+def test_the_proxy_sends_http_to_every_compose_node_and_each_nodes_own_name_to_it(tmp_path):
+    domain = COMPOSE_VARIABLES["FACEFUSE_DOMAIN"]
+    sites = caddy_sites(domain, tmp_path)
     nodes = compose_nodes()
-    assert sorted(sites.pop("{$FACEFUSE_DOMAIN}")) == sorted(f"{name}:8080" for name in nodes)
+    service_site = sites.pop(domain)
+    assert sorted(u["dial"] for u in service_site["upstreams"]) == sorted(f"{name}:8080" for name in nodes)
+    assert service_site["health_checks"]["active"]["uri"] == "/healthz"
+    proxy_address = compose()["services"]["proxy"]["networks"]["default"]["ipv4_address"]
     for name, service in nodes.items():
-        # compose's ${VAR} is Caddy's {$VAR}
-        advertised = urlsplit(service["environment"]["FACEFUSE_ADVERTISE_URL"].replace("${", "{$")).netloc
-        assert sites.pop(advertised) == [f"{name}:8080"], f"{name}: its --advertise-url does not reach it"
+        advertised = urlsplit(
+            _interpolated(service["environment"]["FACEFUSE_ADVERTISE_URL"], COMPOSE_VARIABLES)
+        ).hostname
+        assert [u["dial"] for u in sites.pop(advertised)["upstreams"]] == [f"{name}:8080"], (
+            f"{name}: its --advertise-url does not reach it"
+        )
         # the other nodes forward to that name: it must lead to the proxy on the compose network
-        proxy_address = compose()["services"]["proxy"]["networks"]["default"]["ipv4_address"]
-        assert f"{advertised.replace('{$', '${')}:{proxy_address}" in service["extra_hosts"]
+        assert f"{advertised}:{proxy_address}" in [_interpolated(h, COMPOSE_VARIABLES) for h in service["extra_hosts"]]
     assert not sites, f"sites for no node: {sites}"
     proxy = compose()["services"]["proxy"]
     assert "./Caddyfile:/etc/caddy/Caddyfile:ro" in proxy["volumes"]

@@ -4,8 +4,11 @@ manifests, the Dockerfiles' instructions, and the pip commands of the README and
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +25,28 @@ DOCKERFILES = {"cpu": DEPLOY / "Dockerfile", "cuda": DEPLOY / "Dockerfile.cuda"}
 IMAGE_ROOT = "/app"
 
 
-def caddy_sites() -> dict[str, list[str]]:
-    """Each site block of the Caddyfile: its address -> the upstreams its reverse_proxy sends to."""
+def caddy_sites(domain: str, scratch: Path) -> dict[str, dict[str, Any]]:
+    """The Caddyfile as Caddy itself reads it (`caddy adapt --validate`, with FACEFUSE_DOMAIN set):
+    each site's name -> its reverse_proxy handler. `scratch` is Caddy's home for the run."""
+    caddy = shutil.which("caddy")
+    assert caddy, "caddy is not installed (apt-get install caddy; tests/run.sh installs it)"
+    env = {"PATH": os.environ["PATH"], "HOME": str(scratch), "XDG_DATA_HOME": str(scratch), "FACEFUSE_DOMAIN": domain}
+    done = subprocess.run(
+        [caddy, "adapt", "--config", str(CADDYFILE), "--adapter", "caddyfile", "--validate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
     sites = {}
-    for address, body in re.findall(r"^(\S+) \{\n(.*?)^\}", CADDYFILE.read_text(), re.S | re.M):
-        sites[address] = re.search(r"reverse_proxy ([^{\n]+)", body)[1].split()
+    for server in json.loads(done.stdout)["apps"]["http"]["servers"].values():
+        for route in server["routes"]:
+            (host,) = route["match"][0]["host"]
+            (handler,) = [
+                h for r in route["handle"][0]["routes"] for h in r["handle"] if h["handler"] == "reverse_proxy"
+            ]
+            sites[host] = handler
     return sites
 
 

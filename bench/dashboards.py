@@ -21,30 +21,27 @@ import asyncio
 import contextlib
 import datetime
 import json
-import os
-import platform
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from server_process import ServerProcess, free_port  # bench/, next to this script
-from streaming import _cpu_model, _load, _version  # the machine line, as streaming.py prints it
+from frame_path import (  # bench/, next to this script
+    FPS,
+    FramePath,
+    Streaming,
+    load_now,
+    machine_line,
+    measure_window,
+    server_log_lines,
+    streaming_sessions,
+)
 
-from client.facefuse_client import ClientSession, FacefuseClient
-from client.image_track import ImageTrack
-from client.still_picture import top_at_aspect
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from support.photos import face_rgb  # noqa: E402 (the photos are found where the tests find them)
-
-FPS = 30
 READERS_READY_TIMEOUT_S = 30.0
 
 
@@ -149,34 +146,16 @@ class Dashboards:
 class Trial:
     dashboards: int
     round: int
-    fps: list[float] = field(default_factory=list)  # per session, delivered back to the client
-    server_p50_ms: float | None = None
-    server_cpu: float = 0.0  # % of one core
+    path: FramePath
     snapshots_per_s: float | None = None
     bytes_per_s: float | None = None
 
 
-async def run_trial(
-    server: ServerProcess, client: FacefuseClient, sessions: list[ClientSession], count: int, round_: int,
-    settings: BenchSettings,
-) -> Trial:  # fmt: skip
-    trial = Trial(count, round_)
-    async with Dashboards(server.url, count) as dashboards:
+async def run_trial(streaming: Streaming, count: int, round_: int, settings: BenchSettings) -> Trial:
+    async with Dashboards(streaming.server.url, count) as dashboards:
         await asyncio.sleep(settings.warmup_s)
-        frames0 = [session.frames_received for session in sessions]
-        start, cpu0 = time.monotonic(), server.cpu_seconds()
-        await asyncio.sleep(settings.window_s)
-        frames1 = [session.frames_received for session in sessions]
-        end, cpu1 = time.monotonic(), server.cpu_seconds()
-        described = [await client.request("GET", f"/api/sessions/{s.session_id}") for s in sessions]
-    elapsed = end - start
-    trial.fps = [(f1 - f0) / elapsed for f0, f1 in zip(frames0, frames1)]
-    trial.server_cpu = (cpu1 - cpu0) / elapsed * 100
-    p50s = [d["latency_ms"]["p50"] for d in described if d["latency_ms"]["p50"] is not None]
-    trial.server_p50_ms = statistics.mean(p50s) if p50s else None
-    trial.snapshots_per_s = dashboards.figures.get("snapshots_per_s")
-    trial.bytes_per_s = dashboards.figures.get("bytes_per_s")
-    return trial
+        path = await measure_window(streaming, settings.window_s)
+    return Trial(count, round_, path, dashboards.figures.get("snapshots_per_s"), dashboards.figures.get("bytes_per_s"))
 
 
 def _cell(value: float | None, decimals: int = 1) -> str:
@@ -190,8 +169,9 @@ def table(trials: list[Trial]) -> list[str]:
     ]
     for t in trials:
         rows.append(
-            f"| {t.dashboards} | {t.round} | {statistics.mean(t.fps):.1f} ({min(t.fps):.1f}) | {_cell(t.server_p50_ms)} | "
-            f"{t.server_cpu:.0f} | {_cell(t.snapshots_per_s, 2)} | {_cell(t.bytes_per_s, 0)} |"
+            f"| {t.dashboards} | {t.round} | {statistics.mean(t.path.fps):.1f} ({min(t.path.fps):.1f}) | "
+            f"{_cell(t.path.server_p50_ms)} | {t.path.server_cpu:.0f} | {_cell(t.snapshots_per_s, 2)} | "
+            f"{_cell(t.bytes_per_s, 0)} |"
         )
     rows += [
         "",
@@ -199,61 +179,35 @@ def table(trials: list[Trial]) -> list[str]:
         "|---:|---:|---:|---:|",
     ]
     for count in dict.fromkeys(t.dashboards for t in trials):
-        mine = [t for t in trials if t.dashboards == count]
-        p50s = [t.server_p50_ms for t in mine if t.server_p50_ms is not None]
+        mine = [t.path for t in trials if t.dashboards == count]
+        p50s = [p.server_p50_ms for p in mine if p.server_p50_ms is not None]
         rows.append(
-            f"| {count} | {statistics.mean(statistics.mean(t.fps) for t in mine):.1f} | "
-            f"{_cell(statistics.mean(p50s) if p50s else None)} | {statistics.mean(t.server_cpu for t in mine):.0f} |"
+            f"| {count} | {statistics.mean(statistics.mean(p.fps) for p in mine):.1f} | "
+            f"{_cell(statistics.mean(p50s) if p50s else None)} | {statistics.mean(p.server_cpu for p in mine):.0f} |"
         )
     return rows
 
 
 async def bench(settings: BenchSettings, argv: Sequence[str]) -> None:
-    started, load_start = datetime.datetime.now(datetime.UTC), _load()
-    log_dir = settings.log_dir or Path(tempfile.mkdtemp(prefix="facefuse-dashboards-"))
-    log_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    argv_server = [sys.executable, "-m", "signaling.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                   "--ice-host", "127.0.0.1", "--chain", settings.chain, "--device", "cpu"]  # fmt: skip
-    server = ServerProcess(settings.chain, argv_server, port, log_dir / "server.log")
+    started, load_start = datetime.datetime.now(datetime.UTC), load_now()
     trials: list[Trial] = []
-    photo = top_at_aspect(face_rgb("obama.jpg"), settings.width, settings.height)
-    sources = [
-        ImageTrack(photo, width=settings.width, height=settings.height, fps=FPS) for _ in range(settings.sessions)
+    streaming_at = (settings.chain, settings.sessions, settings.width, settings.height, settings.log_dir)
+    async with streaming_sessions(*streaming_at, prefix="facefuse-dashboards-") as streaming:
+        for round_ in range(1, settings.rounds + 1):
+            for count in settings.dashboards:
+                trials.append(await run_trial(streaming, count, round_, settings))
+    lines = [
+        f"## facefuse dashboards bench, {started:%Y-%m-%d %H:%M} UTC",
+        "",
+        machine_line(load_start, "aiohttp"),
+        f"Command: `{' '.join(['.venv/bin/python', 'bench/dashboards.py', *argv])}`; {settings.sessions} "
+        f"session(s) of {settings.width}x{settings.height}@{FPS} VP8 through --chain {settings.chain}, "
+        f"warm-up {settings.warmup_s:g} s, window {settings.window_s:g} s.",
+        "",
+        *table(trials),
+        *server_log_lines(streaming.server),
     ]
-    sessions: list[ClientSession] = []
-    try:
-        server.start()
-        async with FacefuseClient(server.url) as client:
-            await server.wait_ready(client)
-            for source in sources:
-                sessions.append(await client.connect(source, codec="VP8"))
-            for round_ in range(1, settings.rounds + 1):
-                for count in settings.dashboards:
-                    trials.append(await run_trial(server, client, sessions, count, round_, settings))
-            for session in sessions:
-                await session.close()
-    finally:
-        for source in sources:
-            source.stop()
-        server.stop()
-        if trials:
-            lines = [
-                f"## facefuse dashboards bench, {started:%Y-%m-%d %H:%M} UTC",
-                "",
-                f"Machine: nproc {len(os.sched_getaffinity(0))}, {_cpu_model()}, Python {platform.python_version()}, "
-                f"aiortc {_version('aiortc')}, aiohttp {_version('aiohttp')}; load average {load_start} at the "
-                f"start, {_load()} at the end.",
-                f"Command: `{' '.join(['.venv/bin/python', 'bench/dashboards.py', *argv])}`; {settings.sessions} "
-                f"session(s) of {settings.width}x{settings.height}@{FPS} VP8 through --chain {settings.chain}, "
-                f"warm-up {settings.warmup_s:g} s, window {settings.window_s:g} s.",
-                "",
-                *table(trials),
-            ]
-            problems = list(dict.fromkeys(server.log_problems()))
-            if problems:
-                lines += ["", f"Server log: {len(problems)} distinct warning/error line(s), e.g. `{problems[0]}`"]
-            print("\n".join(lines) + f"\n\nServer log: {server.log_path}")
+    print("\n".join(lines) + f"\n\nServer log: {streaming.server.log_path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -40,7 +40,20 @@ from signaling.errors import json_errors
 from signaling.event_streams import EventStreams
 from signaling.http_metrics import count_requests
 from signaling.origin_check import host_and_origin_check
-from signaling.routes import account, events, faces, health, metrics, nodes, pages, sessions, streams, whep, whip
+from signaling.routes import (
+    account,
+    events,
+    faces,
+    health,
+    ice_servers,
+    metrics,
+    nodes,
+    pages,
+    sessions,
+    streams,
+    whep,
+    whip,
+)
 from signaling.routes import drain as drain_routes
 from signaling.routes.faces import describe_face
 from signaling.settings import ServerSettings
@@ -85,6 +98,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.add_routes(metrics.routes)
     app.add_routes(nodes.routes)
     app.add_routes(drain_routes.routes)
+    app.add_routes(ice_servers.routes)
     app.router.add_static("/static/", settings.http.static_dir, follow_symlinks=False)
     return app
 

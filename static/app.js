@@ -68,6 +68,17 @@
     }
   });
 
+  // The server's STUN/TURN servers (--ice-server): behind a strict NAT only its TURN gets through.
+  // None (an older server, an error) is what the page did before: host candidates only.
+  async function serverIceServers() {
+    try {
+      const response = await fetch("/api/ice-servers", { headers: authHeaders() });
+      return response.ok ? (await response.json()).ice_servers || [] : [];
+    } catch (_) {
+      return [];
+    }
+  }
+
   function authHeaders(headers = {}) {
     const key = ui.apiKeyField.hidden ? "" : ui.apiKey.value.trim();
     return key ? { ...headers, Authorization: `Bearer ${key}` } : headers;
@@ -618,7 +629,9 @@
       ui.localVideo.srcObject = stream;
       playQuietly(ui.localVideo);
 
-      const pc = new RTCPeerConnection();
+      const iceServers = await serverIceServers();
+      if (state.stream !== stream) return; // stopped meanwhile
+      const pc = new RTCPeerConnection({ iceServers });
       state.pc = pc;
       ui.stop.disabled = false;
       if (hadFocus) ui.stop.focus(); // the pressed button is disabled now: keyboard focus moves on

@@ -178,11 +178,13 @@ class ClusterNode:
             entry = await self._directory.owner(session_id)
         return await self._node(entry.node_id) if entry is not None else None
 
-    async def stream_holder(self, account_id: str | None, stream: str) -> NodeRecord | None:
-        """The other node holding the session published under the account's stream name."""
+    async def stream_holder(self, account_id: str | None, stream: str) -> tuple[NodeRecord, str] | None:
+        """The other node holding the session published under the account's stream name, and that
+        session's id."""
         with _store_errors("looking up a stream"):
-            node_id = await self._directory.stream_owner(account_id, stream)
-        return await self._node(node_id) if node_id is not None else None
+            entry = await self._directory.stream_owner(account_id, stream)
+        node = await self._node(entry.node_id) if entry is not None else None
+        return (node, entry.session_id) if node is not None and entry is not None else None
 
     async def nodes_with_sessions_of(self, account_id: str | None) -> list[NodeRecord]:
         """The other live nodes holding some of the account's sessions; dead nodes' entries dropped."""

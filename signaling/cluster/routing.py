@@ -5,6 +5,7 @@ an account's sessions from every node."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import aiohttp
@@ -14,6 +15,8 @@ from signaling.app_keys import CLUSTER, SESSIONS
 from signaling.cluster.forwarding import FORWARD_TIMEOUT_S, forward, forward_headers, is_forwarded, redirect_to
 from signaling.cluster.node_registry import NodeRecord
 from stream.errors import SessionNotFound
+
+logger = logging.getLogger(__name__)
 
 # GET /api/sessions waits this long for the other nodes' lists; a node slower than that is named
 # in the answer's unreachable_nodes rather than holding up the whole list.
@@ -65,9 +68,32 @@ async def redirect_to_stream_holder(request: web.Request, account_id: str | None
     resource (a viewer lives on its stream's node)."""
     if is_forwarded(request) or request.app[SESSIONS].streams.find(account_id, stream) is not None:
         return
-    node = await request.app[CLUSTER].stream_holder(account_id, stream)
-    if node is not None:
-        raise redirect_to(request, node)
+    holder = await request.app[CLUSTER].stream_holder(account_id, stream)
+    if holder is not None:
+        raise redirect_to(request, holder[0])
+
+
+async def end_publication_elsewhere(request: web.Request, account_id: str | None, stream: str) -> None:
+    """A publisher that reconnected to another node (OBS through a load balancer) replaces its
+    session of the same stream name there, as on one node: ended before the new session's lease
+    is opened, so the old one's does not refuse it, and viewers are not sent to the old one."""
+    if is_forwarded(request):
+        return
+    cluster = request.app[CLUSTER]
+    holder = await cluster.stream_holder(account_id, stream)
+    if holder is None:
+        return
+    node, session_id = holder
+    assert cluster.http is not None
+    try:
+        async with cluster.http.delete(
+            f"{node.url}/api/sessions/{session_id}",
+            headers=forward_headers(request, cluster.id),
+            timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S),
+        ) as answer:
+            await answer.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:  # it ends with its client, or its node's TTL
+        logger.warning("could not end session %s on node %s, which published %r: %s", session_id, node.id, stream, exc)
 
 
 async def sessions_elsewhere(request: web.Request, account_id: str | None) -> tuple[list[dict[str, Any]], list[str]]:

@@ -60,7 +60,7 @@ class MemoryDirectory:
     async def drop_sessions(self, account_id: str | None, session_ids: Iterable[str]) -> None:
         pass
 
-    async def stream_owner(self, account_id: str | None, stream: str) -> str | None:
+    async def stream_owner(self, account_id: str | None, stream: str) -> DirectoryEntry | None:
         return None
 
 
@@ -117,6 +117,10 @@ class RedisDirectory:
         if ids := list(session_ids):
             await self._client.hdel(account_sessions_key(self._prefix, account_id), *ids)
 
-    async def stream_owner(self, account_id: str | None, stream: str) -> str | None:
+    async def stream_owner(self, account_id: str | None, stream: str) -> DirectoryEntry | None:
+        """The session published under the account's stream name, and its node."""
         text = await self._client.get(stream_key(self._prefix, account_id, stream))
-        return json.loads(text)["node"] if text is not None else None
+        if text is None:
+            return None
+        value = json.loads(text)
+        return DirectoryEntry(value["session"], account_id, value["node"], stream)

@@ -9,7 +9,12 @@ from aiohttp import web
 from quota.stream_meter import stream_meters
 from signaling.app_keys import ACCOUNTS, CLUSTER, FACES, LATE_RETURNS, SESSIONS, SETTINGS
 from signaling.auth import current_account
-from signaling.cluster.routing import forwarded_to_owner, place_new_session, sessions_elsewhere
+from signaling.cluster.routing import (
+    end_publication_elsewhere,
+    forwarded_to_owner,
+    place_new_session,
+    sessions_elsewhere,
+)
 from signaling.errors import ApiError
 from signaling.request_body import json_object
 from stream.published_streams import STREAM_NAME_RULE, is_stream_name
@@ -52,6 +57,8 @@ async def offer(request: web.Request) -> web.Response:
     make_meter = stream_meters(
         request.app[ACCOUNTS].store, account.id, quota.tier(account.tier), quota, request.app[LATE_RETURNS]
     )
+    if stream is not None:
+        await end_publication_elsewhere(request, account.id, stream)
     session, answer = await request.app[SESSIONS].open(
         sdp, face_id=face_id, options=options, account_id=account.id, make_meter=make_meter, stream=stream
     )

@@ -13,7 +13,7 @@ from aiohttp import web
 from quota.stream_meter import stream_meters
 from signaling.app_keys import ACCOUNTS, CLUSTER, FACES, LATE_RETURNS, SESSIONS, SETTINGS
 from signaling.auth import current_account
-from signaling.cluster.routing import place_new_session, redirect_to_owner
+from signaling.cluster.routing import end_publication_elsewhere, place_new_session, redirect_to_owner
 from signaling.errors import ApiError
 from signaling.webrtc_http import SDP, created, etag, offer_text, stream_name, trickle
 from stream.errors import UnsupportedCodec
@@ -82,6 +82,7 @@ async def publish(request: web.Request) -> web.Response:
     make_meter = stream_meters(
         request.app[ACCOUNTS].store, account.id, quota.tier(account.tier), quota, request.app[LATE_RETURNS]
     )
+    await end_publication_elsewhere(request, account.id, stream)
     try:
         session, answer = await request.app[SESSIONS].open(
             offer_sdp, face_id=face_id, options=options, account_id=account.id, make_meter=make_meter, stream=stream

@@ -115,7 +115,7 @@ async def test_a_killed_node_leaves_the_registry_within_its_ttl_and_offers_go_el
                     await client.close()
 
 
-async def test_a_free_account_cannot_open_one_session_on_each_node(redis_server, tmp_path):
+async def test_a_free_account_cannot_open_one_session_on_each_node_but_its_publisher_can_move(redis_server, tmp_path):
     with cluster(redis_server.url, tmp_path, (), ()) as nodes:
         async with FacefuseClient(nodes[0].base_url, api_key=ADMIN) as admin:
             key = await create_account(admin, "fay", balance=10, tier="free")  # one session at a time
@@ -123,8 +123,16 @@ async def test_a_free_account_cannot_open_one_session_on_each_node(redis_server,
             FacefuseClient(nodes[0].base_url, api_key=key) as here,
             FacefuseClient(nodes[1].base_url, api_key=key) as there,
         ):
-            session = await here.connect(camera(0))
+            published = await here.connect(camera(0), options={"stream": "desk"})
             with pytest.raises(ServerError) as refused:
                 await there.connect(camera(1))
             assert (refused.value.status, refused.value.code) == (429, "too_many_sessions")
-            await session.close()
+
+            # the publisher reconnects through another node (OBS behind a load balancer): its session
+            # there replaces the old one, as on one node, instead of being refused for it
+            moved = await there.connect(camera(2), options={"stream": "desk"})
+            await wait_until(lambda: moved.frames_received >= 3, timeout=20)
+            await wait_until(lambda: published.pc.connectionState in ("closed", "failed"), timeout=10)
+            assert await node_ids_of(here) == {moved.session_id: "node-1"}
+            for session in (published, moved):
+                await session.close()

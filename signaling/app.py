@@ -49,6 +49,7 @@ from signaling.routes import (
     metrics,
     nodes,
     pages,
+    session_still,
     sessions,
     streams,
     whep,
@@ -89,6 +90,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.add_routes(health.routes)
     app.add_routes(faces.routes)
     app.add_routes(sessions.routes)
+    app.add_routes(session_still.routes)
     app.add_routes(account.routes)
     app.add_routes(streams.routes)
     app.add_routes(events.routes)

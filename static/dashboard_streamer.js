@@ -97,7 +97,7 @@
       node.dataset.session = key;
       setText(fields.id, format.shortId(key));
       fields.id.title = key;
-      const entry = { node, fields, plots: null, preview: null, session: null, chosen: { face: false, swap: false } };
+      const entry = { node, fields, plots: null, preview: null, still: null, session: null, chosen: { face: false, swap: false } };
       node.querySelector("[data-action=set-face]").addEventListener("click", () => this.setFace(entry));
       node.querySelector("[data-action=set-swap]").addEventListener("click", () => this.setSwap(entry));
       confirmClick(node.querySelector("[data-action=end]"), "Click again to end it", () => this.endSession(entry));
@@ -173,6 +173,7 @@
       }
     }
 
+    // A published stream plays as a WHEP preview; a session not published shows a still a second.
     updatePreview(entry, s, live) {
       const wanted = live && s.stream && s.state === "live";
       if (wanted && !entry.preview && this.previewCount() < MAX_PREVIEWS) {
@@ -181,6 +182,17 @@
         entry.preview.stop();
         entry.preview = null;
       }
+      const still = live && !s.stream && s.state === "live";
+      if (still && !entry.still) {
+        entry.still = new ns.Still(entry.fields.still, entry.node, s.session_id);
+      } else if (!still) {
+        this.stopStill(entry);
+      }
+    }
+
+    stopStill(entry) {
+      if (entry.still) entry.still.stop();
+      entry.still = null;
     }
 
     previewCount() {
@@ -198,10 +210,12 @@
         entry.preview.stop();
         entry.preview = null;
       }
+      this.stopStill(entry);
     }
 
     destroyCard(entry) {
       if (entry.preview) entry.preview.stop();
+      this.stopStill(entry);
       for (const plot of entry.plots || []) plot.destroy();
     }
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import av
 from aiortc import MediaStreamTrack, RTCDataChannel, RTCIceCandidate, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
@@ -111,6 +112,7 @@ class Session:
         self.video_out = VideoFanout()
         self.audio = AudioRelay(self._audio_delay_s)
         self._last_sent_arrival = float("-inf")  # the newest frame an encoder has taken (charged once)
+        self.latest_frame: av.VideoFrame | None = None  # the newest frame sent on: the dashboard's still
         self.channel = ClientChannel(session_id, self, faces=self._faces, account_id=account_id, spawn=self._spawn)
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_frame_at = time.monotonic()
@@ -212,6 +214,7 @@ class Session:
             if self.meter is not None and self.meter.stopped:
                 # Out of tokens: the original video, unprocessed and uncharged.
                 self.stats.frames_throttled += 1
+                self.latest_frame = frame
                 self.video_out.put(FrameResult(self.id, frame, now, processed=False))
             elif not self.video_out.watched:
                 continue  # nobody would see it (OBS's sendonly offer, no viewer yet): not processed, not charged
@@ -236,6 +239,7 @@ class Session:
             self.stats.frames_processed += 1
         else:
             self.stats.frames_passed_through += 1
+        self.latest_frame = result.frame
         self.video_out.put(result)
 
     def frame_sent(self, result: FrameResult, now: float) -> None:

@@ -34,7 +34,7 @@ TOKENS = re.compile(r"^\s*([\d,]+(?:\.\d+)?) tokens")
 @dataclass
 class Streamer:
     server: ServerProcess
-    api_key: str
+    api_key: str | None  # None: the loopback local account
     account_id: str
 
     def get(self, path: str) -> dict:
@@ -99,12 +99,12 @@ class ClientRun:
     def upload(self, name: str) -> str:
         return self.loop_thread.run(self._upload(name))
 
-    async def _start(self, face_id: str) -> ClientSession:
+    async def _start(self, face_id: str | None, stream: str | None) -> ClientSession:
         track = ImageTrack(face_rgb("obama.jpg"), width=320, height=240)
-        return await self.client.connect(track, face_id=face_id, options={"stream": STREAM})
+        return await self.client.connect(track, face_id=face_id, options={"stream": stream} if stream else {})
 
-    def start(self, face_id: str) -> str:
-        self.session = self.loop_thread.run(self._start(face_id))
+    def start(self, face_id: str | None, stream: str | None = STREAM) -> str:
+        self.session = self.loop_thread.run(self._start(face_id, stream))
         return self.session.session_id
 
     async def _events(self) -> list[dict]:
@@ -388,3 +388,36 @@ def test_the_loopback_local_account_needs_no_sign_in(driver, tmp_path):
         assert status == 200, account
         wait_for(lambda: driver.find_element("id", "acc-id").text == account["id"], 5, "the local account shown")
         assert driver.execute_script("return sessionStorage.length;") == 0
+
+
+STILL_JS = """
+const img = document.querySelector(`.card[data-session='${arguments[0]}'] img[data-field=still]`);
+return img && !img.hidden && img.complete && img.naturalWidth > 0 ? {src: img.src, width: img.naturalWidth} : null;
+"""
+
+
+def test_a_session_not_published_shows_a_still_refreshed_each_second(driver, loop_thread, tmp_path):
+    with (
+        served(tmp_path / "server.log", chain="invert") as local,
+        client_run(loop_thread, Streamer(local, None, "local")) as run,
+    ):
+        driver.get(f"{local.base_url}/dashboard")
+        wait_for(lambda: page_state(driver)["view"] == "streamer", 10, "the account's view")
+        session_id = run.start(None, stream=None)
+        first = wait_for(lambda: driver.execute_script(STILL_JS, session_id), 10, "the session's still")
+        assert first["src"].startswith("blob:") and first["width"] == 320, first
+        second = wait_for(
+            lambda: (still := driver.execute_script(STILL_JS, session_id)) and still["src"] != first["src"] and still,
+            5,
+            "the still refreshed",
+        )
+        # the one before is released: its object URL no longer loads
+        revoked = driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "fetch(arguments[0]).then(() => done(false), () => done(true));",
+            first["src"],
+        )
+        assert revoked, "the previous still's object URL is revoked"
+        assert second["width"] == 320
+        video_hidden = "return document.querySelector(`.card[data-session='${arguments[0]}'] video.preview`).hidden;"
+        assert driver.execute_script(video_hidden, session_id), "no WHEP preview for a stream not published"

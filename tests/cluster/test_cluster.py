@@ -71,6 +71,14 @@ async def test_a_full_node_sends_offers_on_and_any_node_answers_for_any_session(
                         allow_redirects=False,
                     ) as answer:  # fmt: skip
                         assert (answer.status, answer.headers.get("Location")) == (307, holder.base_url + path)
+                # a new WHIP publisher at the full node-0 is sent on too (RFC 9725's redirect), query and all
+                path = "/whip/porch?swap=largest"
+                async with http.post(
+                    nodes[0].base_url + path, data=b"v=0", headers={"Content-Type": "application/sdp"},
+                    allow_redirects=False,
+                ) as answer:  # fmt: skip
+                    assert answer.status == 307
+                    assert answer.headers["Location"] in {node.base_url + path for node in nodes[1:]}
             for session in sessions:
                 await session.close()
         finally:

@@ -20,6 +20,8 @@ FORWARDED_BY = "X-Facefuse-Forwarded-By"
 FORWARD_TIMEOUT_S = 5.0
 # What a forwarded request carries of the caller's: who it is and what its body is.
 _PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
+# What the owner's answer carries back besides its body: when to retry, how to authenticate, caching.
+_RETURNED_HEADERS = ("Retry-After", "WWW-Authenticate", "Cache-Control")
 
 
 def is_forwarded(request: web.Request) -> bool:
@@ -45,7 +47,8 @@ async def forward(request: web.Request, http: aiohttp.ClientSession, node: NodeR
             timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S),
         ) as answer:
             content = await answer.read()
-            return web.Response(status=answer.status, body=content, content_type=answer.content_type)
+            headers = {name: answer.headers[name] for name in _RETURNED_HEADERS if name in answer.headers}
+            return web.Response(status=answer.status, body=content, content_type=answer.content_type, headers=headers)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ApiError(
             503,

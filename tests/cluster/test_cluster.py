@@ -50,6 +50,11 @@ async def test_a_full_node_sends_offers_on_and_any_node_answers_for_any_session(
             assert (await other.request("GET", f"/api/sessions/{moved}"))["session_id"] == moved
             switched = await other.request("POST", f"/api/sessions/{moved}/face", json={"face_id": None})
             assert switched["session_id"] == moved
+            async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http:
+                async with http.get(f"{other.base_url}/api/sessions/{moved}/still") as still:  # not JSON: as it is
+                    assert (still.status, still.content_type) == (200, "image/jpeg")
+                    assert still.headers["Cache-Control"] == "no-store"
+                    assert (await still.read()).startswith(b"\xff\xd8")
             with pytest.raises(ServerError) as unknown:
                 await other.request("GET", "/api/sessions/no-such-session")
             assert unknown.value.status == 404

@@ -42,6 +42,7 @@ from signaling.http_metrics import count_requests
 from signaling.origin_check import host_and_origin_check
 from signaling.routes import (
     account,
+    admin_sessions,
     events,
     faces,
     health,
@@ -57,6 +58,7 @@ from signaling.routes import (
 )
 from signaling.routes import drain as drain_routes
 from signaling.routes.faces import describe_face
+from signaling.scheduler_shares import SCHEDULER_SHARES, SchedulerShares
 from signaling.settings import ServerSettings
 from signaling.shared_faces import SharedFaces
 from stream.manager import SessionManager
@@ -83,6 +85,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     per_account = settings.http.max_faces if settings.local_mode else settings.http.max_faces_per_account
     app[FACES] = FaceLibrary(settings.http.max_faces, per_account)
     app[events.EVENT_STREAMS] = EventStreams(settings.events)
+    app[SCHEDULER_SHARES] = SchedulerShares()  # the operator's batch and busy shares
     app.on_shutdown.append(events.end_event_streams)
     app.cleanup_ctx.append(_quota_store)
     app.cleanup_ctx.append(_pipeline_and_sessions)
@@ -99,6 +102,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.add_routes(pages.routes)
     app.add_routes(metrics.routes)
     app.add_routes(nodes.routes)
+    app.add_routes(admin_sessions.routes)
     app.add_routes(drain_routes.routes)
     app.add_routes(ice_servers.routes)
     app.router.add_static("/static/", settings.http.static_dir, follow_symlinks=False)

@@ -1,6 +1,10 @@
 """One snapshot of what a dashboard shows, sent about once a second on its event stream
 (routes/events.py; the fields are docs/api.md's "Dashboard events").
 
+The operator's snapshot lists the sessions of every node sharing the Redis (operator_sessions.py),
+the other nodes asked at most once a second, and each session's and the device's share of the
+batches (scheduler_shares.py).
+
 Each part is what the API's own answer for it is (GET /api/account, /api/sessions/{id},
 /api/streams, /api/faces), so the page's numbers match the API's. What fails while a snapshot is
 built (the quota store not answering) is named in its `errors` in words a person understands, and
@@ -18,12 +22,14 @@ from aiohttp import web
 from pipeline.device_memory import device_memory
 from quota.errors import AccountNotFound, StoreUnavailable
 from quota.store import Account
-from signaling.app_keys import ACCOUNTS, DEVICE, RUNNER, SESSIONS
+from signaling.app_keys import ACCOUNTS, CLUSTER, DEVICE, RUNNER, SESSIONS
+from signaling.cluster.node_registry import NodeRecord
+from signaling.operator_sessions import sessions_here, sessions_on_other_nodes
 from signaling.routes.account import describe
 from signaling.routes.faces import describe_library
 from signaling.routes.health import STORE_PING_TIMEOUT_S, readiness
 from signaling.routes.streams import describe_streams
-from stream.session import Session
+from signaling.scheduler_shares import SCHEDULER_SHARES
 
 # The most accounts the operator's view lists (those burning fastest).
 MAX_NODE_ACCOUNTS = 100
@@ -33,6 +39,19 @@ STORE_UNAVAILABLE = {
     "message": "the token store is not answering: balances may be stale",
 }
 ACCOUNT_GONE = {"code": "account_not_found", "message": "this account no longer exists"}
+REGISTRY_UNAVAILABLE = {
+    "code": "node_registry_unavailable",
+    "message": "the node registry (Redis) is not answering: other nodes' sessions are not listed",
+}
+# The operator's snapshot asks the other nodes for their sessions at most this often.
+ASK_NODES_EVERY_S = 1.0
+
+
+def _node_silent(node_id: str) -> dict[str, str]:
+    return {
+        "code": "node_unreachable",
+        "message": f"node {node_id} did not answer in time: its sessions are not listed",
+    }
 
 
 class DashboardSnapshots:
@@ -48,20 +67,29 @@ class DashboardSnapshots:
         self._streams: list[dict[str, Any]] = []
         self._balances: dict[str, dict[str, Any]] = {}
         self._faces: list[dict[str, object]] = []
+        # the operator's: the other nodes as last asked (when, the registry's list, their sessions, errors)
+        self._asked_nodes_at = float("-inf")
+        self._nodes: list[NodeRecord] = []
+        self._elsewhere: list[dict[str, Any]] = []
+        self._nodes_errors: list[dict[str, str]] = []
 
     async def build(self) -> dict[str, Any]:
         errors: list[dict[str, str]] = []
         account_id = self._account_id
-        sessions = self._app[SESSIONS].all(account_id)
         snapshot: dict[str, Any] = {
             "t": time.time(),
             "account": await self._account_now(errors) if account_id is not None else None,
-            "sessions": [session.snapshot() for session in sessions],
+            "sessions": [session.snapshot() for session in self._app[SESSIONS].all(account_id)]
+            if account_id is not None
+            else [],  # the operator's: below
             "streams": await self._streams_now(errors) if account_id is not None else None,
             "faces": await self._faces_now(errors) if account_id is not None else None,
         }
         if account_id is None:
-            snapshot["node"] = await self._node(sessions, errors)
+            await self._ask_other_nodes()
+            errors.extend(self._nodes_errors)
+            snapshot["sessions"] = sessions_here(self._app) + self._elsewhere  # every node's, with node_id
+            snapshot["node"] = await self._node(snapshot["sessions"], errors)
         snapshot["errors"] = _unique(errors)
         return snapshot
 
@@ -93,7 +121,7 @@ class DashboardSnapshots:
             errors.append(STORE_UNAVAILABLE)
         return self._streams
 
-    async def _node(self, sessions: list[Session], errors: list[dict[str, str]]) -> dict[str, Any]:
+    async def _node(self, sessions: list[dict[str, Any]], errors: list[dict[str, str]]) -> dict[str, Any]:
         runner = self._app[RUNNER]
         store_ok, rtt_ms = await self._ping_store()
         if not store_ok:
@@ -108,7 +136,7 @@ class DashboardSnapshots:
             "status": status,
             "chain": runner.chain.name,
             "device": device,
-            "scheduler": runner.stats(),
+            "scheduler": {**runner.stats(), "busy_share": self._app[SCHEDULER_SHARES].busy_share()},
             "chain_stages_ms": timer.means() if timer is not None else None,
             "quota_store": {"ok": store_ok, "rtt_ms": rtt_ms},
             "memory": {
@@ -117,7 +145,24 @@ class DashboardSnapshots:
                 "device_peak_bytes": gpu_memory.peak_bytes if gpu_memory is not None else None,
             },
             "accounts": await self._accounts_by_burn_rate(sessions, store_ok),
+            "node_id": self._app[CLUSTER].id,
+            "nodes": [node.describe() for node in self._nodes],
         }
+
+    async def _ask_other_nodes(self) -> None:
+        """The registry's nodes and the other nodes' sessions, asked at most once a second."""
+        now = time.monotonic()
+        if now - self._asked_nodes_at < ASK_NODES_EVERY_S:
+            return
+        self._asked_nodes_at = now
+        try:
+            self._nodes = await self._app[CLUSTER].live_nodes()
+        except StoreUnavailable:
+            self._nodes_errors = [REGISTRY_UNAVAILABLE]
+            self._elsewhere = []
+            return
+        self._elsewhere, silent = await sessions_on_other_nodes(self._request, self._nodes)
+        self._nodes_errors = [_node_silent(node_id) for node_id in silent]
 
     async def _ping_store(self) -> tuple[bool, float | None]:
         started = time.perf_counter()
@@ -128,11 +173,11 @@ class DashboardSnapshots:
             return False, None
         return True, round((time.perf_counter() - started) * 1000, 2)
 
-    async def _accounts_by_burn_rate(self, sessions: list[Session], store_ok: bool) -> list[dict[str, Any]]:
-        """The accounts with sessions on this node, fastest burning first. The store lists no
-        accounts, and one with no session here burns nothing here; balances are the last the store
-        gave while it does not answer."""
-        ids = {session.account_id for session in sessions if session.account_id is not None}
+    async def _accounts_by_burn_rate(self, sessions: list[dict[str, Any]], store_ok: bool) -> list[dict[str, Any]]:
+        """The accounts with sessions listed (on any node), fastest burning first. The store lists no
+        accounts, and one with no session burns nothing; balances are the last the store gave while
+        it does not answer."""
+        ids = {session["account_id"] for session in sessions if session["account_id"] is not None}
         if store_ok:
             found = await asyncio.gather(*(self._described(account_id) for account_id in ids))
             self._balances = {entry["id"]: entry for entry in found if entry is not None}
@@ -152,4 +197,4 @@ class DashboardSnapshots:
 
 def _unique(errors: list[dict[str, str]]) -> list[dict[str, str]]:
     """One of each: the store down fails the account, the streams and the ping alike."""
-    return list({error["code"]: error for error in errors}.values())
+    return list({(error["code"], error["message"]): error for error in errors}.values())

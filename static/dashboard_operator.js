@@ -1,6 +1,6 @@
 // The operator's view (signed in with the admin key): this node's readiness, scheduler, chain
-// stages, memory and quota store; every session on the node with its account; the accounts by
-// burn rate; and the operator's actions: end a session, credit an account, create an account.
+// stages, memory, device busy share and quota store; the nodes sharing the Redis; every session on
+// every node with its node, account and batch share; the accounts by burn rate; and the operator's actions: end a session, credit an account, create an account.
 "use strict";
 
 (() => {
@@ -32,6 +32,15 @@
     element.className = className;
     element.textContent = text;
     return element;
+  }
+
+  // "node-0 (this one) 1 / 8 · node-1 2 / 8 draining": every node sharing the Redis, from the registry.
+  function nodesWords(node) {
+    const nodes = node.nodes || [];
+    if (!nodes.length) return format.DASH;
+    return nodes
+      .map((n) => `${n.id}${n.id === node.node_id ? " (this one)" : ""} ${n.sessions} / ${n.capacity}${n.draining ? " draining" : ""}`)
+      .join(" · ");
   }
 
   class OperatorView {
@@ -101,6 +110,8 @@
       setText(byId("node-queue"), format.pair(queue.p50, queue.p99, " ms"));
       setText(byId("node-chain-ms"), format.pair(chain.p50, chain.p99, " ms"));
       setText(byId("node-frames"), `${scheduler.frames ?? format.DASH}, ${scheduler.failed_frames ?? format.DASH} failed`);
+      setText(byId("node-busy"), format.percent(scheduler.busy_share));
+      setText(byId("node-nodes"), nodesWords(node));
       this.stages.sync(Object.entries(node.chain_stages_ms || {}), ([name]) => name, { ordered: true });
       const series = this.series.push("node", t, chain.p50, queue.p50);
       if (!this.plot) {
@@ -121,7 +132,11 @@
     createSessionRow(key) {
       const node = document.createElement("tr");
       node.dataset.session = key;
-      const cells = cellsOf(node, ["id", "account", "tier", "state", "fps", "latency", "video", "throttle"], ["fps", "latency"]);
+      const cells = cellsOf(
+        node,
+        ["id", "node", "account", "tier", "state", "fps", "latency", "video", "throttle", "share"],
+        ["fps", "latency", "share"],
+      );
       setText(cells.id, format.shortId(key));
       cells.id.title = key;
       const end = button("End", "quiet danger");
@@ -144,6 +159,8 @@
       setText(cells.video, s.width ? `${s.width}×${s.height} ${s.codec || ""}`.trim() : format.DASH);
       const throttle = s.throttle;
       setText(cells.throttle, format.throttle(throttle));
+      setText(cells.node, s.node_id || format.DASH);
+      setText(cells.share, format.percent(s.batch_share));
       entry.end.disabled = ["closing", "closed"].includes(s.state);
     }
 

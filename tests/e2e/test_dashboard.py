@@ -326,8 +326,16 @@ def test_the_operator_sees_every_session_with_its_account(server, driver, loop_t
         row = f"#op-session-rows tr[data-session='{session_id}']"
         wait_for(lambda: driver.find_elements("css selector", row), 5, "the session listed")
         cells_js = "return Array.from(document.querySelector(arguments[0]).cells).map((c) => c.textContent.trim());"
-        cells = wait_for(lambda: (c := driver.execute_script(cells_js, row))[3] == "live" and c, 10, "the session live")
-        assert cells[1:3] == [streamer.account_id, "paid"], cells
+        cells = wait_for(lambda: (c := driver.execute_script(cells_js, row))[4] == "live" and c, 10, "the session live")
+        status, nodes = http_json("GET", f"{server.base_url}/api/admin/nodes", token=ADMIN)
+        assert status == 200, nodes
+        assert cells[1:4] == [nodes["node_id"], streamer.account_id, "paid"], cells
+        # its share of the batches and the device's busy share, once frames have flowed a while
+        cells = wait_for(lambda: (c := driver.execute_script(cells_js, row))[9].endswith("%") and c, 10, "batch share")
+        assert 0 < float(cells[9].rstrip(" %")) <= 100, cells
+        busy = wait_for(lambda: (t := driver.find_element("id", "node-busy").text).endswith("%") and t, 10, "busy")
+        assert 0 <= float(busy.rstrip(" %")) <= 100, busy
+        assert driver.find_element("id", "node-nodes").text.startswith(f"{nodes['node_id']} (this one)"), "listed"
         wait_for(
             lambda: driver.find_elements("css selector", f"#account-rows tr[data-account='{streamer.account_id}']"),
             5,

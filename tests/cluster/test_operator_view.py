@@ -1,0 +1,57 @@
+"""The operator's dashboard on every node: the admin's event stream on one node of two (on a real
+redis-server) lists the sessions of both, each with its node, and the registry's nodes; a node
+that stops answering is named in the snapshot's errors, in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.facefuse_client import FacefuseClient
+from support.cluster_nodes import camera, cluster
+from support.event_stream import open_events
+from support.metering import ADMIN, create_account
+from support.server import wait_until
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+async def snapshot_where(events, condition, tries: int = 15) -> dict:
+    """The first snapshot that meets `condition` (one a second: within `tries` seconds)."""
+    for _ in range(tries):
+        snapshot = await events.snapshot()
+        if condition(snapshot):
+            return snapshot
+    raise AssertionError(f"no snapshot met the condition; the last: {snapshot}")
+
+
+async def test_the_admins_stream_on_one_node_lists_a_session_placed_on_another(redis_server, tmp_path):
+    with cluster(redis_server.url, tmp_path, (), ()) as nodes:
+        async with FacefuseClient(nodes[0].base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "nia", balance=100, tier="paid")
+        async with FacefuseClient(nodes[1].base_url, api_key=key) as client:
+            session = await client.connect(camera(1))  # both empty: node-1 keeps it
+            try:
+                await wait_until(lambda: session.frames_received >= 5, timeout=20)
+                async with open_events(nodes[0].base_url, ADMIN) as events:
+                    snapshot = await snapshot_where(
+                        events, lambda s: any(x["session_id"] == session.session_id for x in s["sessions"])
+                    )
+                    (listed,) = [x for x in snapshot["sessions"] if x["session_id"] == session.session_id]
+                    assert listed["node_id"] == "node-1" and listed["account_id"] == "nia", listed
+                    assert listed["state"] == "live"
+                    node = snapshot["node"]
+                    assert node["node_id"] == "node-0"
+                    assert sorted(n["id"] for n in node["nodes"]) == ["node-0", "node-1"]
+                    assert {n["url"] for n in node["nodes"]} == {n.base_url for n in nodes}
+                    assert snapshot["errors"] == []
+
+                    nodes[1].process.kill()  # still in the registry until its TTL: asked, and silent
+                    nodes[1].process.wait()
+                    snapshot = await snapshot_where(events, lambda s: s["errors"])
+                    assert {
+                        "code": "node_unreachable",
+                        "message": ("node node-1 did not answer in time: its sessions are not listed"),
+                    } in snapshot["errors"], snapshot["errors"]
+                    assert all(x["node_id"] == "node-0" for x in snapshot["sessions"])
+            finally:
+                await session.close()

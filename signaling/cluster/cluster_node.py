@@ -64,6 +64,8 @@ class ClusterNode:
         self._nodes: dict[str, NodeRecord] = {}  # the live nodes as of the last heartbeat
         self._registered: dict[str, DirectoryEntry] = {}  # this node's sessions in the directory
         self._task: asyncio.Task[None] | None = None
+        self._last_beat: tuple[float, int] | None = None  # (monotonic time, the runner's batches then)
+        self._busy_share: float | None = None
         self.http: aiohttp.ClientSession | None = None  # forwarded requests
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -112,12 +114,14 @@ class ClusterNode:
             draining=self.draining,
             chain_ms_p50=stats["chain_ms"]["p50"],  # type: ignore[index]
             batches=int(stats["batches"]),  # type: ignore[arg-type]
+            chain_busy_share=self._busy_share,
             heartbeat_at=time.time(),
         )
 
     async def beat(self) -> None:
         """Writes this node's record, refreshes its sessions in the directory (and drops the ended
         ones), and reads the live nodes back."""
+        self._measure_busy_share()
         live = {session.id: _entry(session, self.id) for session in self._sessions.all()}
         gone = [entry for session_id, entry in self._registered.items() if session_id not in live]
         try:
@@ -128,6 +132,14 @@ class ClusterNode:
             self._nodes = {node.id: node for node in await self._registry.live()}
         except (RedisError, OSError) as exc:  # the next beat tries again; the records expire meanwhile
             logger.warning("cluster heartbeat failed: %s", exc)
+
+    def _measure_busy_share(self) -> None:
+        stats = self._runner.stats()
+        now, batches, chain_ms = time.monotonic(), int(stats["batches"]), stats["chain_ms"]["p50"]  # type: ignore[arg-type, index]
+        if self._last_beat is not None and now > self._last_beat[0]:
+            ran = batches - self._last_beat[1]
+            self._busy_share = round(min(1.0, ran * (chain_ms or 0.0) / 1000 / (now - self._last_beat[0])), 3)
+        self._last_beat = (now, batches)
 
     async def _beat_forever(self) -> None:
         while True:
@@ -142,9 +154,17 @@ class ClusterNode:
         nodes[self.id] = self.record()
         return sorted(nodes.values(), key=lambda node: node.id)
 
-    def place_new_session(self) -> NodeRecord | None:
-        """The node a new session should go to instead, or None to open it here."""
-        return better_node(self.record(), list(self._nodes.values()))
+    async def place_new_session(self) -> NodeRecord | None:
+        """The node a new session should go to instead, or None to open it here. The other nodes are
+        as the last heartbeat read them, unless this node cannot take the session: then they are read
+        now, for a node that joined since (a node that just started knew of none yet)."""
+        here = self.record()
+        node = better_node(here, list(self._nodes.values()))
+        if node is None and here.free_share == 0:
+            with contextlib.suppress(RedisError, OSError):  # else: answered here, as a lone node would
+                self._nodes = {node.id: node for node in await self._registry.live()}
+                node = better_node(here, list(self._nodes.values()))
+        return node
 
     async def session_opened(self, session: Session) -> None:
         """In the directory at once, so another node finds it before the next heartbeat. A Redis

@@ -33,6 +33,9 @@ class NodeRecord:
     draining: bool = False
     chain_ms_p50: float | None = None  # the runner's recent chain time per batch
     batches: int = 0
+    # the share of the last heartbeat interval the chain was computing (batches run x their p50 time),
+    # None before a second beat: how busy the device is, beside how many sessions it holds
+    chain_busy_share: float | None = None
     heartbeat_at: float = 0.0  # unix time of the beat that wrote this record
 
     @property

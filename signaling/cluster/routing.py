@@ -23,11 +23,11 @@ logger = logging.getLogger(__name__)
 LIST_TIMEOUT_S = 2.0
 
 
-def place_new_session(request: web.Request) -> None:
+async def place_new_session(request: web.Request) -> None:
     """307 to a better node for a new session (full, draining or clearly busier here)."""
     if is_forwarded(request):
         return
-    node = request.app[CLUSTER].place_new_session()
+    node = await request.app[CLUSTER].place_new_session()
     if node is not None:
         raise redirect_to(request, node)
 

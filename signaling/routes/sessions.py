@@ -47,7 +47,7 @@ def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, 
 @routes.post("/api/offer")
 async def offer(request: web.Request) -> web.Response:
     account = await current_account(request)  # before the body: no key, no buffer
-    place_new_session(request)  # 307 to a better node: the client sends its body there
+    await place_new_session(request)  # 307 to a better node: the client sends its body there
     sdp, face_id, options, stream = _parse_offer_body(await json_object(request, '{"sdp", "type": "offer"}'))
     await request.app[FACES].fetch_named(account.id, face_id, options.get("reference_face_id"))  # from another node
     if face_id is not None:

@@ -71,7 +71,7 @@ async def whip_options(request: web.Request) -> web.Response:
 async def publish(request: web.Request) -> web.Response:
     account = await current_account(request)  # before the body: no key, no buffer
     stream = stream_name(request)
-    place_new_session(request)  # 307 to a better node (RFC 9725 section 4.5)
+    await place_new_session(request)  # 307 to a better node (RFC 9725 section 4.5)
     face_id, options = _query_options(request)
     offer_sdp = await offer_text(request)
     await request.app[FACES].fetch_named(account.id, face_id, options.get("reference_face_id"))  # from another node

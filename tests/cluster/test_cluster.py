@@ -43,6 +43,11 @@ async def test_a_full_node_sends_offers_on_and_any_node_answers_for_any_session(
             assert all(placed[s.session_id] != "node-0" for s in sessions[1:]), placed
             for client in clients[1:]:  # the same list from every node
                 assert await node_ids_of(client) == placed
+            async with FacefuseClient(nodes[0].base_url, api_key=ADMIN) as admin:  # its own record is fresh
+                records = {node["id"]: node for node in (await admin.request("GET", "/api/admin/nodes"))["nodes"]}
+            assert records["node-0"]["sessions"] == records["node-0"]["capacity"] == 1
+            shares = [record["chain_busy_share"] for record in records.values()]
+            assert all(share is None or 0 <= share <= 1 for share in shares), records  # None: one beat yet
 
             # a node that does not hold the session answers for it by asking its owner
             moved = sessions[1].session_id

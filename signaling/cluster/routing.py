@@ -100,16 +100,25 @@ async def sessions_elsewhere(request: web.Request, account_id: str | None) -> tu
     """The account's sessions on the other nodes (each asked in parallel), and the nodes that did not answer."""
     if is_forwarded(request):
         return [], []
+    nodes = await request.app[CLUSTER].nodes_with_sessions_of(account_id)
+    return await sessions_of_nodes(request, nodes, "/api/sessions", LIST_TIMEOUT_S)
+
+
+async def sessions_of_nodes(
+    request: web.Request, nodes: list[NodeRecord], path: str, timeout_s: float
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each node's answer to a forwarded GET of `path` (a JSON {"sessions": [...]}), asked in
+    parallel, each session marked with its node_id; and the ids of the nodes that did not answer
+    within `timeout_s`."""
     cluster = request.app[CLUSTER]
-    nodes = await cluster.nodes_with_sessions_of(account_id)
     assert cluster.http is not None
     http = cluster.http
 
     async def ask(node: NodeRecord) -> list[dict[str, Any]]:
         async with http.get(
-            node.url + "/api/sessions",
+            node.url + path,
             headers=forward_headers(request, cluster.id),
-            timeout=aiohttp.ClientTimeout(total=min(LIST_TIMEOUT_S, FORWARD_TIMEOUT_S)),
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as answer:
             answer.raise_for_status()
             return (await answer.json())["sessions"]

@@ -2,12 +2,16 @@
 // with the signed-in key (which plays the account's own streams). Offer making is shared with the
 // watch page (webrtc_offer.js). Each preview costs the server a viewer's encoder, so the page
 // opens a few at most and closes each (DELETE, not a timeout) when its stream ends or the page goes.
+// The ICE servers a WHEP answer names in its Link headers (whep_links.js) are used from the next
+// connection on, any preview's: the first offer goes out before the page knows them.
 "use strict";
 
 (() => {
   const ns = (window.facefuseDashboard ||= {});
   const ICE_GATHERING_TIMEOUT_MS = 3000;
   const RETRY_MS = 5000; // not published yet, or the connection dropped: look again after this
+  let iceServers = []; // the server's STUN/TURN servers, from its last WHEP answer
+  ns.previewIceServers = () => iceServers;
 
   class Preview {
     constructor(video, stream) {
@@ -29,7 +33,7 @@
       this.retryTimer = null;
       if (this.stopped) return;
       this.close();
-      const pc = new RTCPeerConnection();
+      const pc = new RTCPeerConnection({ iceServers });
       this.pc = pc;
       window.facefuseOffer.preferVp8(pc.addTransceiver("video", { direction: "recvonly" }), "receive");
       pc.addEventListener("track", (event) => {
@@ -60,6 +64,7 @@
           return;
         }
         this.viewerUrl = response.headers.get("Location");
+        iceServers = window.facefuseLinks.iceServersFrom(response.headers.get("Link"));
         await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
       } catch (_) {
         if (this.pc === pc) this.later();

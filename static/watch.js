@@ -63,27 +63,6 @@
 
   // ---- one connection -------------------------------------------------------------------
 
-  // RFC 9725's Link headers: <url>; rel="ice-server"; username="..."; credential="...". Used from
-  // the next connection on (this one's offer went out without them): a network where only TURN
-  // gets through plays from the first retry.
-  const LINK = /<([^>]*)>((?:\s*;\s*[\w-]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|[^;,]*))*)/g;
-  const LINK_PARAM = /;\s*([\w-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;,]*))/g;
-
-  function iceServersFrom(header) {
-    const servers = [];
-    for (const [, url, params] of (header || "").matchAll(LINK)) {
-      const found = {};
-      for (const [, name, quoted, bare] of params.matchAll(LINK_PARAM)) {
-        found[name.toLowerCase()] = quoted !== undefined ? quoted.replace(/\\(.)/g, "$1") : bare.trim();
-      }
-      if (found.rel !== "ice-server") continue;
-      const server = { urls: url };
-      if (found.username !== undefined) Object.assign(server, { username: found.username, credential: found.credential || "" });
-      servers.push(server);
-    }
-    return servers;
-  }
-
   async function framesDecoded(attempt) {
     if (!attempt || attempt.ended) return 0;
     try {
@@ -182,7 +161,9 @@
     watch.lastStatus = response.status;
     if (response.status === 201) {
       attempt.url = response.headers.get("Location");
-      iceServers = iceServersFrom(response.headers.get("Link"));
+      // Used from the next connection on (this one's offer went out without them): a network
+      // where only TURN gets through plays from the first retry.
+      iceServers = facefuseLinks.iceServersFrom(response.headers.get("Link"));
       watch.iceServers = iceServers;
       watch.viewerUrl = attempt.url;
       watch.connects += 1;

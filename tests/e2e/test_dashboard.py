@@ -22,7 +22,7 @@ from client.facefuse_client import ClientSession, FacefuseClient
 from client.image_track import ImageTrack
 from support.browser import ServerProcess, chromium, chromium_flags, face_path, http_json, served, wait_for, write_y4m
 from support.loop_thread import LoopThread
-from support.server import face_rgb
+from support.server import face_rgb, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -429,3 +429,45 @@ def test_a_session_not_published_shows_a_still_refreshed_each_second(driver, loo
         assert second["width"] == 320
         video_hidden = "return document.querySelector(`.card[data-session='${arguments[0]}'] video.preview`).hidden;"
         assert driver.execute_script(video_hidden, session_id), "no WHEP preview for a stream not published"
+
+
+PREVIEW_ICE_JS = """
+const entry = window.facefuseDashboard.views.streamer.sessions.entries.get(arguments[0]);
+const preview = entry && entry.preview;
+if (!preview || !preview.pc || preview.video.hidden || preview.video.videoWidth === 0) return null;
+return {ice: preview.pc.getConfiguration().iceServers.map((s) => [s.urls, s.username || null, s.credential || null])};
+"""
+
+
+@pytest.mark.slow  # the server's own gathering waits on the unanswered servers
+def test_the_preview_gathers_with_the_servers_stun_and_turn_from_the_next_connection(driver, loop_thread, tmp_path):
+    """The WHEP answer's Link headers name the server's ICE servers (whep_links.js, shared with the
+    watch page); the first preview's offer went out before the page knew them, the next one's uses them."""
+    unanswered = free_port()  # nothing answers there: gathering gives up on it, the host candidates stay
+    args = (
+        "--ice-server",
+        f"stun:127.0.0.1:{unanswered}",
+        "--ice-server",
+        f"turn:viewer:s3cret@127.0.0.1:{unanswered}",
+    )
+    with (
+        served(tmp_path / "server.log", chain="passthrough", extra_args=args) as local,
+        client_run(loop_thread, Streamer(local, None, "local")) as run,
+    ):
+        driver.get(f"{local.base_url}/dashboard")
+        wait_for(lambda: page_state(driver)["view"] == "streamer", 10, "the account's view")
+        first = run.start(None)
+        assert wait_for(lambda: driver.execute_script(PREVIEW_ICE_JS, first), 30, "the first preview plays") == {
+            "ice": []
+        }
+        assert driver.execute_script("return window.facefuseDashboard.previewIceServers();") == [
+            {"urls": f"stun:127.0.0.1:{unanswered}"},
+            {"urls": f"turn:127.0.0.1:{unanswered}", "username": "viewer", "credential": "s3cret"},
+        ]
+        loop_thread.run(run.session.close())
+        second = run.start(None)
+        configured = wait_for(lambda: driver.execute_script(PREVIEW_ICE_JS, second), 30, "the next preview plays")
+        assert configured["ice"] == [
+            [[f"stun:127.0.0.1:{unanswered}"], None, None],
+            [[f"turn:127.0.0.1:{unanswered}"], "viewer", "s3cret"],
+        ], configured

@@ -1,12 +1,15 @@
 """The operator's dashboard on every node: the admin's event stream on one node of two (on a real
 redis-server) lists the sessions of both, each with its node, and the registry's nodes; a node
-that stops answering is named in the snapshot's errors, in words."""
+that stops answering is named in the snapshot's errors, in words. A session's still is forwarded
+to its node."""
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 
 from client.facefuse_client import FacefuseClient
+from pipeline.images import decode_image
 from support.cluster_nodes import camera, cluster
 from support.event_stream import open_events
 from support.metering import ADMIN, create_account
@@ -44,6 +47,13 @@ async def test_the_admins_stream_on_one_node_lists_a_session_placed_on_another(r
                     assert sorted(n["id"] for n in node["nodes"]) == ["node-0", "node-1"]
                     assert {n["url"] for n in node["nodes"]} == {n.base_url for n in nodes}
                     assert snapshot["errors"] == []
+
+                    # the still of a session on another node is forwarded there, as the other session routes
+                    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http:
+                        async with http.get(f"{nodes[0].base_url}/api/sessions/{session.session_id}/still") as still:
+                            assert still.status == 200, await still.text()
+                            assert still.content_type == "image/jpeg"
+                            assert decode_image(await still.read())[0].shape == (240, 320, 3)
 
                     nodes[1].process.kill()  # still in the registry until its TTL: asked, and silent
                     nodes[1].process.wait()

@@ -17,8 +17,7 @@ import time
 
 from aiohttp import web
 
-from quota.store import Account
-from signaling.auth import current_account, require_admin
+from signaling.caller import account_or_admin
 from signaling.client_address import client_address
 from signaling.dashboard_snapshot import DashboardSnapshots
 from signaling.errors import CLIENT_CLOSED_REQUEST, ApiError
@@ -39,15 +38,6 @@ SEND_BUFFER_BYTES = 64 * 1024
 BUILD_FAILED = {"code": "internal_error", "message": "the server failed to build this update; it tries again"}
 
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}  # nginx: pass each event on at once
-
-
-async def _caller(request: web.Request) -> Account | None:
-    """The caller's account; None for the admin key, which has none. 401 before any stream starts."""
-    try:
-        require_admin(request)
-    except ApiError:
-        return await current_account(request)
-    return None
 
 
 def sse_event(name: str, data: object) -> bytes:
@@ -114,7 +104,7 @@ async def end_event_streams(app: web.Application) -> None:
 
 @routes.get("/api/events")
 async def events(request: web.Request) -> web.StreamResponse:
-    account = await _caller(request)
+    account = await account_or_admin(request)  # 401 before any stream starts
     streams = request.app[EVENT_STREAMS]
     settings = streams.settings
     if request.transport is None:  # the client left already

@@ -9,6 +9,7 @@ from aiohttp import web
 from quota.stream_meter import stream_meters
 from signaling.app_keys import ACCOUNTS, CLUSTER, FACES, LATE_RETURNS, SESSIONS, SETTINGS
 from signaling.auth import current_account
+from signaling.caller import account_or_admin
 from signaling.cluster.routing import (
     end_publication_elsewhere,
     forwarded_to_owner,
@@ -89,10 +90,12 @@ async def get_session(request: web.Request) -> web.Response:
 
 @routes.delete("/api/sessions/{session_id}")
 async def delete_session(request: web.Request) -> web.Response:
-    account = await current_account(request)
+    """Ends the session: the account's own, or any with the admin key (the operator's view)."""
+    account = await account_or_admin(request)
     if forwarded := await forwarded_to_owner(request, request.match_info["session_id"]):
         return forwarded
-    session = await request.app[SESSIONS].close(request.match_info["session_id"], account_id=account.id)
+    account_id = account.id if account is not None else None  # None: any account's
+    session = await request.app[SESSIONS].close(request.match_info["session_id"], account_id=account_id)
     await request.app[CLUSTER].session_closed(session)
     return web.json_response(session.snapshot())
 

@@ -361,6 +361,16 @@ def test_the_operator_sees_every_session_with_its_account(server, driver, loop_t
         status, body = http_json("GET", f"{server.base_url}/api/account", token=key)
         assert status == 200 and body["id"] == "newcomer", body
 
+        # end the session from the operator's view: the admin key ends any account's session
+        click_twice(driver, f"{row} button")
+        wait_for(
+            lambda: any(e.get("type") == "closed" and e.get("code") == "closed_by_request" for e in run.events()),
+            10,
+            "the client is told its session was closed",
+        )
+        wait_for(lambda: driver.execute_script(cells_js, row)[4] == "ended", 10, "the row marked ended")
+        assert page_state(driver)["view"] == "operator", "still signed in"
+
         assert driver.execute_script("return sessionStorage.length;") == 1
         sign_out(driver)
         assert driver.execute_script("return sessionStorage.length;") == 0, "signing out forgets the key"

@@ -4,15 +4,13 @@ batches, and every session on the other nodes sharing the Redis, each node asked
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from signaling.app_keys import CLUSTER, RUNNER, SESSIONS
-from signaling.cluster.forwarding import forward_headers
 from signaling.cluster.node_registry import NodeRecord
+from signaling.cluster.routing import sessions_of_nodes
 from signaling.scheduler_shares import SCHEDULER_SHARES
 
 # The dashboard's snapshot waits this long for the other nodes: it goes out once a second.
@@ -35,28 +33,8 @@ async def sessions_on_other_nodes(
     request: web.Request, nodes: list[NodeRecord]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The sessions of every node in `nodes` but this one, and the ids of those that did not answer."""
-    cluster = request.app[CLUSTER]
-    others = [node for node in nodes if node.id != cluster.id]
+    here = request.app[CLUSTER].id
+    others = [node for node in nodes if node.id != here]
     if not others:
         return [], []
-    assert cluster.http is not None
-    http = cluster.http
-
-    async def ask(node: NodeRecord) -> list[dict[str, Any]]:
-        async with http.get(
-            node.url + "/api/admin/sessions",
-            headers=forward_headers(request, cluster.id),
-            timeout=aiohttp.ClientTimeout(total=ASK_TIMEOUT_S),
-        ) as answer:
-            answer.raise_for_status()
-            return [{**session, "node_id": node.id} for session in (await answer.json())["sessions"]]
-
-    answers = await asyncio.gather(*(ask(node) for node in others), return_exceptions=True)
-    sessions: list[dict[str, Any]] = []
-    silent: list[str] = []
-    for node, answer in zip(others, answers):
-        if isinstance(answer, BaseException):
-            silent.append(node.id)
-        else:
-            sessions.extend(answer)
-    return sessions, silent
+    return await sessions_of_nodes(request, others, "/api/admin/sessions", ASK_TIMEOUT_S)

@@ -4,7 +4,8 @@ source face's appearance, with no learned swap weights.
 Per batch of faces (of any frames, any sessions), all on the device:
 region around each target mesh -> thin-plate-spline backward warp of the source (its prepared
 frontal texture, source_texture.py, or its crop where it has none) onto the target's 468 points
-(followed loosely where a turned head hides them, hidden_points.py) -> masks (feathered oval;
+(moved part of the way to the source's proportions, shape_transfer.py; followed loosely where a
+turned head hides them, hidden_points.py) -> masks (feathered oval;
 open eyes and mouth kept; faded where the warp stretches the source thin, detail.py, or reaches
 past the source's outline, source_skin.py) -> on a texture, whose own light was taken out, the
 target's slope of light put on (shading.py) -> colour match to the target's skin -> multi-band
@@ -18,6 +19,7 @@ from typing import Literal
 
 import torch
 
+from pipeline.swap import shape_transfer
 from pipeline.swap.blend import alpha_change, multiband_change
 from pipeline.swap.color_match import match_colour
 from pipeline.swap.detail import detail_weight
@@ -139,8 +141,14 @@ class MeshSwapper:
         if target_points.shape[2] >= 3:  # with FaceMesh's depth: which points a turned head hides
             hidden = hidden_on_turned_heads(target_points.to(self.device, torch.float32))
             hidden = None if hidden is None else hidden.gather(1, controls)
+        spline_points = region_points
+        if shape_transfer.STRENGTH > 0 and target_points.shape[2] >= 3 and all(s.texture is not None for s in sources):
+            # the source's proportions, part of the way (shape_transfer.py); the masks keep the target's
+            layouts = torch.stack([s.texture.points[:, :2].to(self.device, torch.float32) for s in sources])
+            moved = points + shape_transfer.shape_offsets(target_points.to(self.device, torch.float32), layouts)
+            spline_points = regions.to_region(moved)
         grid = source_grid(
-            region_points.gather(1, at_controls),
+            spline_points.gather(1, at_controls),
             source_points.gather(1, at_controls),
             images.shape[-2:],
             size,

@@ -55,6 +55,12 @@ class FaceLibraryFull(RuntimeError):
     code = "face_library_full"
 
 
+class FaceStoreUnavailable(ConnectionError):
+    """The shared face store (Redis, on several nodes) cannot be reached: 503, try again."""
+
+    code = "face_store_unavailable"
+
+
 @dataclass(frozen=True)
 class Face:
     id: str

@@ -10,7 +10,15 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from pipeline.faces import FaceForbidden, FaceLibraryFull, FaceNotFound, FaceTooSmall, NoFaceFound, UnusableFace
+from pipeline.faces import (
+    FaceForbidden,
+    FaceLibraryFull,
+    FaceNotFound,
+    FaceStoreUnavailable,
+    FaceTooSmall,
+    NoFaceFound,
+    UnusableFace,
+)
 from pipeline.images import ImageTooLarge, UnreadableImage, UnsupportedImage
 from quota.accounts import InvalidAccount, InvalidApiKey
 from quota.errors import (
@@ -74,6 +82,7 @@ _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (UnusableFace, 422),
     (TooManyLeases, 429),
     (StoreUnavailable, 503),
+    (FaceStoreUnavailable, 503),
     (ImageTooLarge, 413),
     (UnsupportedImage, 415),
     (FaceLibraryFull, 507),

@@ -31,8 +31,7 @@ from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
 from pipeline.face_record import BadFaceRecord, decode_face, encode_face
-from pipeline.faces import Face, FaceForbidden, FaceLibrary, FaceLibraryFull, FaceNotFound
-from quota.errors import StoreUnavailable
+from pipeline.faces import Face, FaceForbidden, FaceLibrary, FaceLibraryFull, FaceNotFound, FaceStoreUnavailable
 from quota.redis_keys import account_tag
 
 logger = logging.getLogger(__name__)
@@ -167,8 +166,8 @@ class SharedFaces:
 
 @contextlib.asynccontextmanager
 async def _store_errors(what: str) -> AsyncIterator[None]:
-    """Redis failing is StoreUnavailable (503), as for the quota store."""
+    """Redis failing is FaceStoreUnavailable (503), as the quota store's failures are."""
     try:
         yield
     except RedisError as exc:
-        raise StoreUnavailable(f"face store (Redis) unavailable while {what}: {exc}") from exc
+        raise FaceStoreUnavailable(f"face store (Redis) unavailable while {what}: {exc}") from exc

@@ -17,8 +17,7 @@ from typing import Any, Protocol
 
 from aiortc import RTCDataChannel
 
-from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound
-from quota.errors import StoreUnavailable
+from pipeline.faces import FaceForbidden, FaceLibrary, FaceNotFound, FaceStoreUnavailable
 from stream.errors import InvalidCommand
 from stream.swap_options import InvalidSwapOptions
 
@@ -144,7 +143,7 @@ class ClientChannel:
     async def _fetch_then_answer(self, named: list[str], kind: object, command: Mapping[str, Any]) -> None:
         try:
             await self._faces.fetch_named(self._account_id, *named)  # type: ignore[union-attr]
-        except (FaceNotFound, FaceForbidden, StoreUnavailable) as exc:
+        except (FaceNotFound, FaceForbidden, FaceStoreUnavailable) as exc:
             self.send({**error_event(exc.code, str(exc)), "command": kind})
             return
         try:

@@ -121,3 +121,31 @@ async def test_a_face_in_use_on_another_node_is_not_deleted(redis_server, tmp_pa
             with pytest.raises(ServerError) as gone:
                 await on_1.request("GET", f"/api/faces/{face}")
             assert gone.value.status == 404
+
+
+async def test_a_face_store_gone_is_an_error_event_and_the_session_goes_on(redis_server):
+    """Redis stopped while a session runs: choosing a face only the store holds is answered
+    face_store_unavailable on the data channel, the session keeps its frames, and once the store
+    is back the same command works."""
+    async with two_nodes(redis_server.url, chain="invert") as (a, b), FacefuseClient(a, api_key=ADMIN) as admin:
+        key = await create_account(admin, "di", balance=1000)
+        async with FacefuseClient(a, api_key=key) as on_a, FacefuseClient(b, api_key=key) as on_b:
+            own = await on_b.upload_face(face_path("obama.jpg").read_bytes())
+            from_a = await on_a.upload_face(face_path("biden.jpg").read_bytes())  # B has not read it yet
+            session = await on_b.connect(camera(1), face_id=own)
+            try:
+                await wait_until(lambda: session.frames_received >= 3, timeout=20)
+                redis_server.stop()
+                session.send_command({"type": "set_face", "face_id": from_a})
+                await wait_until(lambda: any(e.get("type") == "error" for e in session.events), timeout=20)
+                error = [e for e in session.events if e.get("type") == "error"][-1]
+                assert error["code"] == "face_store_unavailable", error
+                frames = session.frames_received
+                await wait_until(lambda: session.frames_received >= frames + 5, timeout=20)
+
+                redis_server.start()
+                session.send_command({"type": "set_face", "face_id": from_a})
+                await wait_until(lambda: any(e.get("type") == "face" for e in session.events), timeout=20)
+                assert [e for e in session.events if e.get("type") == "face"][-1]["face_id"] == from_a
+            finally:
+                await session.close()

@@ -85,4 +85,6 @@ async def test_chains_without_a_source_face_check_nothing():
         async with FacefuseClient(url) as client:
             face_id = await client.upload_face(encode_still(np.full((60, 80, 3), 90, np.uint8), "png"), "image/png")
             described = await client.request("GET", f"/api/faces/{face_id}")
-            assert "checks" not in described and "warnings" not in described
+            # one shape for every chain (the dashboard reads it): no checks, nothing measured, nothing to warn of
+            assert "checks" not in described
+            assert (described["face_size"], described["warnings"]) == (None, [])

@@ -118,8 +118,10 @@ class FaceSwapChain:
     def warm_up(self, max_batch: int = 1, sizes: Sequence[int] | None = None) -> None:
         """Loads every model and runs each stage once; on CUDA at every batch size up to max_batch
         (or at `sizes`): each new size's kernels load and get picked on first use, which put the
-        first batches of a new size at 0.8-1.9 s (the server p99 of bench/results/2026-11-30-h200-gpu.md). No
-        face is needed: the face mesh of a blank crop is an average face, swapped onto itself."""
+        first batches of a new size at 0.8-1.9 s (the server p99 of bench/results/2026-11-30-h200-gpu.md).
+        The detector reads every frame size and quarter turn at one square there (FaceDetector.square),
+        so these sizes cover them too. No face is needed: the face mesh of a blank crop is an
+        average face, swapped onto itself."""
         grey = np.full((WARM_UP_HEIGHT * 3 // 2, WARM_UP_WIDTH), 128, np.uint8)  # I420
         if sizes is None:
             sizes = range(1, max_batch + 1) if self.device.type == "cuda" else (1,)

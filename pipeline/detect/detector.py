@@ -48,7 +48,9 @@ class FaceDetector:
         score_threshold: float = 0.6,
         nms_threshold: float = 0.4,
         half: bool = False,
+        square: bool | None = None,
     ) -> None:
+        """square: every input letterboxed to the full input_size square (default: on CUDA), see letterbox."""
         _check_input_size(input_size)
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
@@ -56,6 +58,11 @@ class FaceDetector:
         self.input_size = input_size
         self.score_threshold = score_threshold
         self.nms_threshold = nms_threshold
+        # On CUDA each new input shape's first forward pass took seconds (kernels picked and loaded),
+        # and quarter-turned looks and other frame sizes kept bringing new ones into live batches:
+        # one square shape per batch size is what the warm-up can cover
+        # (bench/results/2026-12-04-h200-gpu.md). The CPU keeps the smaller padded shapes.
+        self.square = device.type == "cuda" if square is None else square
         self.dtype = torch.float16 if half else torch.float32
         # Channels-last: the depthwise convolutions run ~3x faster on the CPU (and suit cuDNN fp16).
         self.model = load_shipped().to(device=device, dtype=self.dtype, memory_format=torch.channels_last)
@@ -105,13 +112,13 @@ class FaceDetector:
         S x S (S = input_size, default the detector's) keeping its aspect, at the top left, BGR
         minus the mean, padded with 0 (the mean colour) only up to the next multiples of 32 (the
         network is fully convolutional, and a square canvas spent a quarter of a 640x480 frame's
-        forward pass and 44 % of a 1280x720 one's on padding). Also the (x, y) scale from image
-        to network pixels."""
+        forward pass and 44 % of a 1280x720 one's on padding), or to the whole square where the
+        detector is `square` (CUDA). Also the (x, y) scale from image to network pixels."""
         n, height, width = images.shape[:3]
         size = self.input_size if input_size is None else _check_input_size(input_size)
         factor = size / max(height, width)
         new_h, new_w = max(1, min(size, round(height * factor))), max(1, min(size, round(width * factor)))
-        rows, columns = -(-new_h // 32) * 32, -(-new_w // 32) * 32
+        rows, columns = (size, size) if self.square else (-(-new_h // 32) * 32, -(-new_w // 32) * 32)
         bgr = images.flip(-1)
         if (new_h, new_w) != (height, width):
             shrinking = new_h < height or new_w < width

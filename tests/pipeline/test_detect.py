@@ -311,3 +311,28 @@ def test_cuda_matches_cpu_and_fp16_is_finite(detector: FaceDetector) -> None:
         torch.testing.assert_close(half_found.boxes.cpu(), cpu_found.boxes, rtol=0.0, atol=0.04 * size)
         torch.testing.assert_close(half_found.keypoints.cpu(), cpu_found.keypoints, rtol=0.0, atol=0.04 * size)
         torch.testing.assert_close(half_found.scores.cpu(), cpu_found.scores, rtol=0.0, atol=0.02)
+
+
+def test_a_square_detector_reads_every_frame_shape_at_one_input_shape_and_finds_the_same_faces(
+    detector: FaceDetector,
+) -> None:
+    """On CUDA the detector letterboxes to the whole square, so a quarter-turned look or another
+    frame size is no new input shape (each cost seconds on first use there); the faces it finds
+    are those the padded shapes find."""
+    square = FaceDetector(torch.device("cpu"), square=True)
+    assert detector.square is False and square.square is True
+    landscape = torch.from_numpy(np.stack(batch_frames()))  # 480x640
+    frames = {
+        "640x480": landscape,
+        "480x640, turned": torch.rot90(landscape, 1, dims=(1, 2)).contiguous(),
+        "1280x720": torch.from_numpy(resized(photo("obama.jpg")[:900], 720, 1280))[None],
+    }
+    for name, batch in frames.items():
+        assert square.letterbox(batch)[0].shape[1:] == (3, 640, 640), name
+        padded, squared = detector.detect(batch), square.detect(batch)
+        assert [len(found) for found in squared] == [len(found) for found in padded], name
+        for a, b in zip(padded, squared):
+            if len(a):
+                side = float((a.boxes[0, 2:] - a.boxes[0, :2]).amax())
+                assert float((a.keypoints[0] - b.keypoints[0]).abs().max()) < 0.03 * side, name
+    assert [len(found) for found in square.detect(frames["640x480"])] == [1, 1, 0, 1]

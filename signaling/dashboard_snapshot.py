@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from pipeline.device_memory import device_memory
+from pipeline.faces import FaceStoreUnavailable
 from quota.errors import AccountNotFound, StoreUnavailable
 from quota.store import Account
 from signaling.app_keys import ACCOUNTS, CLUSTER, DEVICE, RUNNER, SESSIONS
@@ -37,6 +38,10 @@ MAX_NODE_ACCOUNTS = 100
 STORE_UNAVAILABLE = {
     "code": "quota_store_unavailable",
     "message": "the token store is not answering: balances may be stale",
+}
+FACE_STORE_UNAVAILABLE = {
+    "code": "face_store_unavailable",
+    "message": "the face store is not answering: the face library may be stale",
 }
 ACCOUNT_GONE = {"code": "account_not_found", "message": "this account no longer exists"}
 REGISTRY_UNAVAILABLE = {
@@ -97,8 +102,8 @@ class DashboardSnapshots:
         try:
             async with asyncio.timeout(STORE_PING_TIMEOUT_S):
                 self._faces = await describe_library(self._request, self._account_id)
-        except (StoreUnavailable, TimeoutError):
-            errors.append(STORE_UNAVAILABLE)
+        except (FaceStoreUnavailable, TimeoutError):
+            errors.append(FACE_STORE_UNAVAILABLE)
         return self._faces
 
     async def _account_now(self, errors: list[dict[str, str]]) -> dict[str, Any] | None:

@@ -192,6 +192,10 @@ class ClusterNode:
                 self._nodes = {node.id: node for node in await self._registry.live()}
         return self._nodes.get(node_id)
 
+    async def other_node(self, node_id: str) -> NodeRecord | None:
+        """The live node of that id, if it is not this one (a request for it is sent on there)."""
+        return await self._node(node_id)
+
     async def session_owner(self, session_id: str) -> NodeRecord | None:
         """The other node holding the session; None when it is here or nowhere."""
         with _store_errors("looking up a session"):

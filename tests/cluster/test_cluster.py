@@ -154,3 +154,40 @@ async def test_a_free_account_cannot_open_one_session_on_each_node_but_its_publi
             assert await node_ids_of(here) == {moved.session_id: "node-1"}
             for session in (published, moved):
                 await session.close()
+
+
+async def test_a_drained_node_sends_new_sessions_on_and_ends_its_own_at_the_timeout(redis_server, tmp_path):
+    with cluster(redis_server.url, tmp_path, ("--drain-timeout", "6"), ()) as nodes:
+        async with FacefuseClient(nodes[1].base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "dee", balance=100, tier="paid")
+            clients = [FacefuseClient(node.base_url, api_key=key) for node in nodes]
+            try:
+                live = await clients[0].connect(camera(0))
+                await wait_until(lambda: live.frames_received >= 5, timeout=20)
+                assert (await node_ids_of(clients[0]))[live.session_id] == "node-0"
+
+                drained = await admin.request("POST", "/api/admin/nodes/node-0/drain")  # asked of node-1
+                assert (drained["node_id"], drained["draining"], drained["sessions"]) == ("node-0", True, 1)
+                await wait_until(lambda: any(e.get("type") == "draining" for e in live.events), timeout=5)
+                before = live.frames_received
+                await wait_until(lambda: live.frames_received >= before + 5, timeout=5)  # it goes on
+                async with aiohttp.ClientSession() as http, http.get(f"{nodes[0].base_url}/healthz") as health:
+                    assert health.status == 503
+
+                moved = await clients[0].connect(camera(1))  # offered to node-0, sent on by 307
+                await wait_until(lambda: moved.frames_received >= 5, timeout=20)
+                assert (await node_ids_of(clients[1]))[moved.session_id] == "node-1"
+
+                await wait_until(lambda: any(e.get("type") == "closed" for e in live.events), timeout=20)
+                closed = next(e for e in live.events if e.get("type") == "closed")
+                assert closed["code"] == "server_shutdown", closed
+                before = moved.frames_received
+                await wait_until(lambda: moved.frames_received >= before + 5, timeout=10)
+                with pytest.raises(ServerError) as unknown:
+                    await admin.request("POST", "/api/admin/nodes/node-9/drain")
+                assert (unknown.value.status, unknown.value.code) == (404, "node_not_found")
+                for session in (live, moved):
+                    await session.close()
+            finally:
+                for client in clients:
+                    await client.close()

@@ -2,8 +2,9 @@
 (routes/events.py; the fields are docs/api.md's "Dashboard events").
 
 The operator's snapshot lists the sessions of every node sharing the Redis (operator_sessions.py),
-the other nodes asked at most once a second, and each session's and the device's share of the
-batches (scheduler_shares.py).
+an account's its own sessions and streams on every node, the other nodes asked at most once a
+second; the operator's has each session's and the device's share of the batches
+(scheduler_shares.py).
 
 Each part is what the API's own answer for it is (GET /api/account, /api/sessions/{id},
 /api/streams, /api/faces), so the page's numbers match the API's. What fails while a snapshot is
@@ -25,11 +26,12 @@ from quota.errors import AccountNotFound, StoreUnavailable
 from quota.store import Account
 from signaling.app_keys import ACCOUNTS, CLUSTER, DEVICE, RUNNER, SESSIONS
 from signaling.cluster.node_registry import NodeRecord
-from signaling.operator_sessions import sessions_here, sessions_on_other_nodes
+from signaling.cluster.routing import sessions_elsewhere, streams_elsewhere
+from signaling.operator_sessions import ASK_TIMEOUT_S, sessions_here, sessions_on_other_nodes
 from signaling.routes.account import describe
 from signaling.routes.faces import describe_library
 from signaling.routes.health import STORE_PING_TIMEOUT_S, readiness
-from signaling.routes.streams import describe_streams
+from signaling.routes.streams import describe_streams, with_streams_elsewhere
 from signaling.scheduler_shares import SCHEDULER_SHARES
 
 # The most accounts the operator's view lists (those burning fastest).
@@ -60,8 +62,8 @@ def _node_silent(node_id: str) -> dict[str, str]:
 
 
 class DashboardSnapshots:
-    """The snapshots of one open dashboard: an account's (its own sessions, streams and faces) or,
-    with `account` None, the operator's (every session on this node, and the node)."""
+    """The snapshots of one open dashboard: an account's (its sessions and streams on every node,
+    its faces) or, with `account` None, the operator's (every session on every node, and this node)."""
 
     def __init__(self, request: web.Request, account: Account | None) -> None:
         self._request = request
@@ -72,10 +74,12 @@ class DashboardSnapshots:
         self._streams: list[dict[str, Any]] = []
         self._balances: dict[str, dict[str, Any]] = {}
         self._faces: list[dict[str, object]] = []
-        # the operator's: the other nodes as last asked (when, the registry's list, their sessions, errors)
+        # the other nodes as last asked (when, the registry's list, their sessions, errors): every
+        # session for the operator, the account's sessions and streams for an account
         self._asked_nodes_at = float("-inf")
         self._nodes: list[NodeRecord] = []
         self._elsewhere: list[dict[str, Any]] = []
+        self._streams_elsewhere: list[dict[str, Any]] = []  # the account's: live on the other nodes
         self._nodes_errors: list[dict[str, str]] = []
 
     async def build(self) -> dict[str, Any]:
@@ -84,13 +88,18 @@ class DashboardSnapshots:
         snapshot: dict[str, Any] = {
             "t": time.time(),
             "account": await self._account_now(errors) if account_id is not None else None,
-            "sessions": [session.snapshot() for session in self._app[SESSIONS].all(account_id)]
-            if account_id is not None
-            else [],  # the operator's: below
+            "sessions": [],  # below
             "streams": await self._streams_now(errors) if account_id is not None else None,
             "faces": await self._faces_now(errors) if account_id is not None else None,
         }
-        if account_id is None:
+        if account_id is not None:
+            await self._ask_other_nodes_of_account()
+            errors.extend(self._nodes_errors)
+            here = self._app[CLUSTER].id
+            own = [{**session.snapshot(), "node_id": here} for session in self._app[SESSIONS].all(account_id)]
+            snapshot["sessions"] = own + self._elsewhere
+            snapshot["streams"] = with_streams_elsewhere(snapshot["streams"], self._streams_elsewhere)
+        else:
             await self._ask_other_nodes()
             errors.extend(self._nodes_errors)
             snapshot["sessions"] = sessions_here(self._app) + self._elsewhere  # every node's, with node_id
@@ -153,6 +162,24 @@ class DashboardSnapshots:
             "node_id": self._app[CLUSTER].id,
             "nodes": [node.describe() for node in self._nodes],
         }
+
+    async def _ask_other_nodes_of_account(self) -> None:
+        """The account's sessions and streams on the other nodes, asked at most once a second."""
+        now = time.monotonic()
+        if now - self._asked_nodes_at < ASK_NODES_EVERY_S:
+            return
+        self._asked_nodes_at = now
+        try:
+            (sessions, silent), (streams, silent_too) = await asyncio.gather(
+                sessions_elsewhere(self._request, self._account_id, ASK_TIMEOUT_S),
+                streams_elsewhere(self._request, self._account_id, ASK_TIMEOUT_S),
+            )
+        except StoreUnavailable:
+            self._nodes_errors = [REGISTRY_UNAVAILABLE]
+            self._elsewhere, self._streams_elsewhere = [], []
+            return
+        self._elsewhere, self._streams_elsewhere = sessions, streams
+        self._nodes_errors = [_node_silent(node_id) for node_id in sorted(set(silent) | set(silent_too))]
 
     async def _ask_other_nodes(self) -> None:
         """The registry's nodes and the other nodes' sessions, asked at most once a second."""

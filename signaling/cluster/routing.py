@@ -1,6 +1,6 @@
 """What the routes do about other nodes: send a new session to a better node (307), forward a JSON
 API request to the node holding its session, 307 a WHIP/WHEP resource request there, and gather
-an account's sessions from every node."""
+an account's sessions and published streams from every node."""
 
 from __future__ import annotations
 
@@ -96,12 +96,14 @@ async def end_publication_elsewhere(request: web.Request, account_id: str | None
         logger.warning("could not end session %s on node %s, which published %r: %s", session_id, node.id, stream, exc)
 
 
-async def sessions_elsewhere(request: web.Request, account_id: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+async def sessions_elsewhere(
+    request: web.Request, account_id: str | None, timeout_s: float = LIST_TIMEOUT_S
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The account's sessions on the other nodes (each asked in parallel), and the nodes that did not answer."""
     if is_forwarded(request):
         return [], []
     nodes = await request.app[CLUSTER].nodes_with_sessions_of(account_id)
-    return await sessions_of_nodes(request, nodes, "/api/sessions", LIST_TIMEOUT_S)
+    return await sessions_of_nodes(request, nodes, "/api/sessions", timeout_s)
 
 
 async def sessions_of_nodes(
@@ -110,6 +112,24 @@ async def sessions_of_nodes(
     """Each node's answer to a forwarded GET of `path` (a JSON {"sessions": [...]}), asked in
     parallel, each session marked with its node_id; and the ids of the nodes that did not answer
     within `timeout_s`."""
+    return await _lists_of_nodes(request, nodes, path, "sessions", timeout_s)
+
+
+async def streams_elsewhere(
+    request: web.Request, account_id: str | None, timeout_s: float = LIST_TIMEOUT_S
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The account's streams published on the other nodes (GET /api/streams asked of each node
+    holding some of its sessions), each marked with its node_id, and the nodes that did not answer."""
+    if is_forwarded(request):
+        return [], []
+    nodes = await request.app[CLUSTER].nodes_with_sessions_of(account_id)
+    streams, unreachable = await _lists_of_nodes(request, nodes, "/api/streams", "streams", timeout_s)
+    return [stream for stream in streams if stream["live"]], unreachable
+
+
+async def _lists_of_nodes(
+    request: web.Request, nodes: list[NodeRecord], path: str, key: str, timeout_s: float
+) -> tuple[list[dict[str, Any]], list[str]]:
     cluster = request.app[CLUSTER]
     assert cluster.http is not None
     http = cluster.http
@@ -121,14 +141,14 @@ async def sessions_of_nodes(
             timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as answer:
             answer.raise_for_status()
-            return (await answer.json())["sessions"]
+            return (await answer.json())[key]
 
     answers = await asyncio.gather(*(ask(node) for node in nodes), return_exceptions=True)
-    sessions: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
     unreachable: list[str] = []
     for node, answer in zip(nodes, answers):
         if isinstance(answer, BaseException):
             unreachable.append(node.id)
         else:
-            sessions.extend({**snapshot, "node_id": node.id} for snapshot in answer)
-    return sessions, unreachable
+            found.extend({**entry, "node_id": node.id} for entry in answer)
+    return found, unreachable

@@ -14,8 +14,9 @@ from aiohttp import web
 
 from quota.store import ViewToken
 from quota.view_tokens import ViewTokens, checked_stream_name
-from signaling.app_keys import ACCOUNTS, SESSIONS
+from signaling.app_keys import ACCOUNTS, CLUSTER, SESSIONS
 from signaling.auth import current_account
+from signaling.cluster.routing import streams_elsewhere
 
 routes = web.RouteTableDef()
 
@@ -30,13 +31,31 @@ def _describe(token: ViewToken) -> dict[str, Any]:
 
 @routes.get("/api/streams")
 async def list_streams(request: web.Request) -> web.Response:
+    """The account's streams on every node; a node that did not answer is named in unreachable_nodes."""
     account = await current_account(request)
-    return web.json_response({"streams": await describe_streams(request, account.id)})
+    elsewhere, unreachable = await streams_elsewhere(request, account.id)
+    body: dict[str, object] = {
+        "streams": with_streams_elsewhere(await describe_streams(request, account.id), elsewhere)
+    }
+    if unreachable:
+        body["unreachable_nodes"] = unreachable
+    return web.json_response(body)
+
+
+def with_streams_elsewhere(here: list[dict[str, Any]], elsewhere: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This node's list of the account's streams with those live on other nodes in their place
+    (a name not live here may be live on another node: it is listed as it is there)."""
+    by_name = {stream["stream"]: stream for stream in here}
+    for stream in elsewhere:
+        if not by_name.get(stream["stream"], {}).get("live"):
+            by_name[stream["stream"]] = stream  # view tokens are counted in the store, the same on every node
+    return [by_name[name] for name in sorted(by_name)]
 
 
 async def describe_streams(request: web.Request, account_id: str) -> list[dict[str, Any]]:
-    """The account's streams: each name published now or holding view tokens; whether it is live,
-    the session behind it and its viewers (GET /api/streams, and the dashboard's events)."""
+    """The account's streams on this node: each name published here or holding view tokens; whether
+    it is live, the session behind it, its node and its viewers (GET /api/streams, and the
+    dashboard's events)."""
     sessions = request.app[SESSIONS]
     counts: dict[str, int] = {}
     for token in await _view_tokens(request).of_account(account_id):
@@ -51,6 +70,7 @@ async def describe_streams(request: web.Request, account_id: str) -> list[dict[s
                 "stream": name,
                 "live": session_id is not None,
                 "session_id": session_id,
+                "node_id": request.app[CLUSTER].id if session_id is not None else None,
                 "viewers": [viewer.snapshot() for viewer in viewers],
                 "view_tokens": counts.get(name, 0),
             }

@@ -65,3 +65,35 @@ async def test_the_admins_stream_on_one_node_lists_a_session_placed_on_another(r
                     assert all(x["node_id"] == "node-0" for x in snapshot["sessions"])
             finally:
                 await session.close()
+
+
+async def test_an_accounts_stream_and_streams_list_on_one_node_show_a_session_published_on_another(
+    redis_server, tmp_path
+):
+    with cluster(redis_server.url, tmp_path, (), ()) as nodes:
+        async with FacefuseClient(nodes[0].base_url, api_key=ADMIN) as admin:
+            key = await create_account(admin, "ola", balance=100, tier="paid")
+        async with (
+            FacefuseClient(nodes[0].base_url, api_key=key) as on_0,
+            FacefuseClient(nodes[1].base_url, api_key=key) as on_1,
+        ):
+            await on_0.request("POST", "/api/streams/desk/view-tokens")  # known on every node
+            session = await on_1.connect(camera(1), options={"stream": "desk"})
+            try:
+                await wait_until(lambda: session.frames_received >= 5, timeout=20)
+                (stream,) = (await on_0.request("GET", "/api/streams"))["streams"]
+                assert (stream["stream"], stream["live"], stream["session_id"]) == ("desk", True, session.session_id)
+                assert (stream["node_id"], stream["view_tokens"]) == ("node-1", 1)
+
+                async with open_events(nodes[0].base_url, key) as events:
+                    snapshot = await snapshot_where(events, lambda s: s["sessions"] and s["streams"][0]["live"])
+                    (listed,) = snapshot["sessions"]
+                    assert (listed["session_id"], listed["node_id"], listed["state"]) == (
+                        session.session_id,
+                        "node-1",
+                        "live",
+                    )
+                    assert snapshot["streams"][0]["node_id"] == "node-1"
+                    assert snapshot["errors"] == []
+            finally:
+                await session.close()

@@ -54,7 +54,7 @@ async def test_the_snapshot_matches_the_api():
                 assert set(snapshot) == {"t", "account", "sessions", "streams", "faces", "errors"}
                 assert snapshot["errors"] == []
                 (described,) = snapshot["sessions"]
-                assert set(described) == set(after)
+                assert set(described) == set(after) | {"node_id"}  # listed with its node, as GET /api/sessions does
                 for name in STEADY:
                     assert described[name] == after[name], name
                 for name in COUNTERS:  # built between the two answers: within what that second added
@@ -254,11 +254,15 @@ async def test_the_stream_goes_on_and_says_so_while_the_store_is_away(redis_serv
             redis_server.stop(kill=True)
             stopped_at = time.time()
             during = await events.snapshot(after=stopped_at)
-            # one Redis holds the tokens and (shared between nodes) the faces: both are said
+            # one Redis holds the tokens, the faces and the node registry: each is said
             assert sorted(during["errors"], key=lambda error: error["code"]) == [
                 {
                     "code": "face_store_unavailable",
                     "message": "the face store is not answering: the face library may be stale",
+                },
+                {
+                    "code": "node_registry_unavailable",
+                    "message": "the node registry (Redis) is not answering: other nodes' sessions are not listed",
                 },
                 {
                     "code": "quota_store_unavailable",

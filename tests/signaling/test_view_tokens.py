@@ -90,7 +90,7 @@ async def test_create_list_and_revoke(metered):
     assert len(listed["view_tokens"]) == 2 and set(listed["view_tokens"][0]) == {"id", "stream", "created_at"}
     assert secret not in str(listed)
     status, streams, _ = await alice.call("GET", "/api/streams")
-    idle = {"live": False, "session_id": None, "viewers": []}
+    idle = {"live": False, "session_id": None, "node_id": None, "viewers": []}
     assert streams == {
         "streams": [
             {"stream": "backstage", **idle, "view_tokens": 1},

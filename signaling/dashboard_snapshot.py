@@ -26,7 +26,7 @@ from quota.errors import AccountNotFound, StoreUnavailable
 from quota.store import Account
 from signaling.app_keys import ACCOUNTS, CLUSTER, DEVICE, RUNNER, SESSIONS
 from signaling.cluster.node_registry import NodeRecord
-from signaling.cluster.routing import sessions_elsewhere, streams_elsewhere
+from signaling.cluster.routing import account_elsewhere
 from signaling.operator_sessions import ASK_TIMEOUT_S, sessions_here, sessions_on_other_nodes
 from signaling.routes.account import describe
 from signaling.routes.faces import describe_library
@@ -170,16 +170,13 @@ class DashboardSnapshots:
             return
         self._asked_nodes_at = now
         try:
-            (sessions, silent), (streams, silent_too) = await asyncio.gather(
-                sessions_elsewhere(self._request, self._account_id, ASK_TIMEOUT_S),
-                streams_elsewhere(self._request, self._account_id, ASK_TIMEOUT_S),
-            )
+            sessions, streams, silent = await account_elsewhere(self._request, self._account_id, ASK_TIMEOUT_S)
         except StoreUnavailable:
             self._nodes_errors = [REGISTRY_UNAVAILABLE]
             self._elsewhere, self._streams_elsewhere = [], []
             return
         self._elsewhere, self._streams_elsewhere = sessions, streams
-        self._nodes_errors = [_node_silent(node_id) for node_id in sorted(set(silent) | set(silent_too))]
+        self._nodes_errors = [_node_silent(node_id) for node_id in silent]
 
     async def _ask_other_nodes(self) -> None:
         """The registry's nodes and the other nodes' sessions, asked at most once a second."""

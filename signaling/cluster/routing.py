@@ -96,14 +96,12 @@ async def end_publication_elsewhere(request: web.Request, account_id: str | None
         logger.warning("could not end session %s on node %s, which published %r: %s", session_id, node.id, stream, exc)
 
 
-async def sessions_elsewhere(
-    request: web.Request, account_id: str | None, timeout_s: float = LIST_TIMEOUT_S
-) -> tuple[list[dict[str, Any]], list[str]]:
+async def sessions_elsewhere(request: web.Request, account_id: str | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The account's sessions on the other nodes (each asked in parallel), and the nodes that did not answer."""
     if is_forwarded(request):
         return [], []
     nodes = await request.app[CLUSTER].nodes_with_sessions_of(account_id)
-    return await sessions_of_nodes(request, nodes, "/api/sessions", timeout_s)
+    return await sessions_of_nodes(request, nodes, "/api/sessions", LIST_TIMEOUT_S)
 
 
 async def sessions_of_nodes(
@@ -115,16 +113,29 @@ async def sessions_of_nodes(
     return await _lists_of_nodes(request, nodes, path, "sessions", timeout_s)
 
 
-async def streams_elsewhere(
-    request: web.Request, account_id: str | None, timeout_s: float = LIST_TIMEOUT_S
-) -> tuple[list[dict[str, Any]], list[str]]:
+async def streams_elsewhere(request: web.Request, account_id: str | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The account's streams published on the other nodes (GET /api/streams asked of each node
     holding some of its sessions), each marked with its node_id, and the nodes that did not answer."""
     if is_forwarded(request):
         return [], []
     nodes = await request.app[CLUSTER].nodes_with_sessions_of(account_id)
-    streams, unreachable = await _lists_of_nodes(request, nodes, "/api/streams", "streams", timeout_s)
+    streams, unreachable = await _lists_of_nodes(request, nodes, "/api/streams", "streams", LIST_TIMEOUT_S)
     return [stream for stream in streams if stream["live"]], unreachable
+
+
+async def account_elsewhere(
+    request: web.Request, account_id: str | None, timeout_s: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """The account's sessions and its live streams on the other nodes, with one look at the
+    directory (a dashboard's snapshot), and the nodes that did not answer either."""
+    if is_forwarded(request):
+        return [], [], []
+    nodes = await request.app[CLUSTER].nodes_with_sessions_of(account_id)
+    (sessions, silent), (streams, silent_too) = await asyncio.gather(
+        _lists_of_nodes(request, nodes, "/api/sessions", "sessions", timeout_s),
+        _lists_of_nodes(request, nodes, "/api/streams", "streams", timeout_s),
+    )
+    return sessions, [stream for stream in streams if stream["live"]], sorted(set(silent) | set(silent_too))
 
 
 async def _lists_of_nodes(

@@ -50,20 +50,30 @@
         await pc.setLocalDescription(await pc.createOffer());
         await window.facefuseOffer.waitForIceGathering(pc, ICE_GATHERING_TIMEOUT_MS);
         if (this.pc !== pc) return;
-        const response = await fetch(`/whep/${encodeURIComponent(this.stream)}`, {
-          method: "POST",
-          headers: ns.api.headers({ "Content-Type": "application/sdp" }),
-          body: pc.localDescription.sdp,
-        });
+        const post = (url) =>
+          fetch(url, {
+            method: "POST",
+            headers: ns.api.headers({ "Content-Type": "application/sdp" }),
+            body: pc.localDescription.sdp,
+          });
+        let response = await post(`/whep/${encodeURIComponent(this.stream)}`);
+        // A stream published on another node: its 307 is followed (a CORS request there) without the
+        // key, which the browser drops on the way to another origin; that node's 401 is asked again with it.
+        if (response.status === 401 && response.redirected && ns.api.headers().Authorization) {
+          response = await post(response.url);
+        }
+        // the viewer's resource is on the node that answered
+        const location = response.headers.get("Location");
+        const viewerUrl = location ? new URL(location, response.url).href : null;
         if (this.pc !== pc || this.stopped) {
-          if (response.status === 201) this.deleteViewer(response.headers.get("Location"));
+          if (response.status === 201) this.deleteViewer(viewerUrl);
           return;
         }
         if (response.status !== 201) {
           this.later();
           return;
         }
-        this.viewerUrl = response.headers.get("Location");
+        this.viewerUrl = viewerUrl;
         iceServers = window.facefuseLinks.iceServersFrom(response.headers.get("Link"));
         await pc.setRemoteDescription({ type: "answer", sdp: await response.text() });
       } catch (_) {

@@ -55,7 +55,7 @@ class FaceLibraryFull(RuntimeError):
     code = "face_library_full"
 
 
-class FaceStoreUnavailable(ConnectionError):
+class FaceStoreUnavailable(RuntimeError):  # not an OSError: a client leaving is another matter
     """The shared face store (Redis, on several nodes) cannot be reached: 503, try again."""
 
     code = "face_store_unavailable"

@@ -170,8 +170,9 @@ class DashboardSnapshots:
             return
         self._asked_nodes_at = now
         try:
-            sessions, streams, silent = await account_elsewhere(self._request, self._account_id, ASK_TIMEOUT_S)
-        except StoreUnavailable:
+            async with asyncio.timeout(STORE_PING_TIMEOUT_S + ASK_TIMEOUT_S):  # the directory, then the nodes
+                sessions, streams, silent = await account_elsewhere(self._request, self._account_id, ASK_TIMEOUT_S)
+        except (StoreUnavailable, TimeoutError):
             self._nodes_errors = [REGISTRY_UNAVAILABLE]
             self._elsewhere, self._streams_elsewhere = [], []
             return

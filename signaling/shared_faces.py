@@ -34,6 +34,10 @@ from pipeline.face_record import BadFaceRecord, decode_face, encode_face
 from pipeline.faces import Face, FaceForbidden, FaceLibrary, FaceLibraryFull, FaceNotFound, FaceStoreUnavailable
 from quota.redis_keys import account_tag
 
+# A Redis that stops answering is face_store_unavailable after this long (as the cluster's look-ups,
+# signaling/cluster/startup.py), not a command or a request waiting forever.
+FACE_STORE_TIMEOUT_S = 2.0
+
 logger = logging.getLogger(__name__)
 
 # One account's face goes in whole or not at all, and only under its limit.
@@ -61,7 +65,9 @@ class SharedFaces:
         self._prefix = prefix
         self._device = device
         self._describe = describe  # Face -> its API description (signaling/routes/faces.py)
-        self._client = aioredis.Redis.from_url(redis_url)
+        self._client = aioredis.Redis.from_url(
+            redis_url, socket_timeout=FACE_STORE_TIMEOUT_S, socket_connect_timeout=FACE_STORE_TIMEOUT_S
+        )
         self._add_face = self._client.register_script(_ADD_FACE)
         library.fetcher = self.fetch
 

@@ -192,6 +192,10 @@ class ClusterNode:
                 self._nodes = {node.id: node for node in await self._registry.live()}
         return self._nodes.get(node_id)
 
+    def knows_other_nodes(self) -> bool:
+        """Whether the last heartbeat (or look-up) saw another live node."""
+        return any(node_id != self.id for node_id in self._nodes)
+
     async def other_node(self, node_id: str) -> NodeRecord | None:
         """The live node of that id, if it is not this one (a request for it is sent on there)."""
         return await self._node(node_id)

@@ -34,8 +34,11 @@ def forward_headers(request: web.Request, node_id: str) -> dict[str, str]:
     return headers
 
 
-async def forward(request: web.Request, http: aiohttp.ClientSession, node: NodeRecord, here_id: str) -> web.Response:
-    """The owner's answer to this request, status and body as they are."""
+async def forward(
+    request: web.Request, http: aiohttp.ClientSession, node: NodeRecord, here_id: str, about: str = "the session"
+) -> web.Response:
+    """The owner's answer to this request, status and body as they are. `about`: what the node
+    holds, for the 503 when it does not answer."""
     body = await request.read()
     try:
         async with http.request(
@@ -53,7 +56,7 @@ async def forward(request: web.Request, http: aiohttp.ClientSession, node: NodeR
         raise ApiError(
             503,
             "node_unreachable",
-            f"the session is on node {node.id!r}, which did not answer ({type(exc).__name__}); try again shortly",
+            f"node {node.id!r}, which holds {about}, did not answer ({type(exc).__name__}); try again shortly",
             {"Retry-After": "5"},
         ) from exc
 

@@ -120,7 +120,7 @@ async def streams_elsewhere(request: web.Request, account_id: str | None) -> tup
         return [], []
     nodes = await request.app[CLUSTER].nodes_with_sessions_of(account_id)
     streams, unreachable = await _lists_of_nodes(request, nodes, "/api/streams", "streams", LIST_TIMEOUT_S)
-    return [stream for stream in streams if stream["live"]], unreachable
+    return [stream for stream in streams if stream.get("live")], unreachable
 
 
 async def account_elsewhere(
@@ -128,14 +128,15 @@ async def account_elsewhere(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """The account's sessions and its live streams on the other nodes, with one look at the
     directory (a dashboard's snapshot), and the nodes that did not answer either."""
-    if is_forwarded(request):
+    cluster = request.app[CLUSTER]
+    if is_forwarded(request) or not cluster.knows_other_nodes():  # a lone node asks Redis nothing
         return [], [], []
-    nodes = await request.app[CLUSTER].nodes_with_sessions_of(account_id)
+    nodes = await cluster.nodes_with_sessions_of(account_id)
     (sessions, silent), (streams, silent_too) = await asyncio.gather(
         _lists_of_nodes(request, nodes, "/api/sessions", "sessions", timeout_s),
         _lists_of_nodes(request, nodes, "/api/streams", "streams", timeout_s),
     )
-    return sessions, [stream for stream in streams if stream["live"]], sorted(set(silent) | set(silent_too))
+    return sessions, [stream for stream in streams if stream.get("live")], sorted(set(silent) | set(silent_too))
 
 
 async def _lists_of_nodes(
@@ -146,13 +147,14 @@ async def _lists_of_nodes(
     http = cluster.http
 
     async def ask(node: NodeRecord) -> list[dict[str, Any]]:
+        """The node's entries, marked with its id; any failure, a malformed answer too, raises."""
         async with http.get(
             node.url + path,
             headers=forward_headers(request, cluster.id),
             timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as answer:
             answer.raise_for_status()
-            return (await answer.json())[key]
+            return [{**entry, "node_id": node.id} for entry in (await answer.json())[key]]
 
     answers = await asyncio.gather(*(ask(node) for node in nodes), return_exceptions=True)
     found: list[dict[str, Any]] = []
@@ -161,5 +163,5 @@ async def _lists_of_nodes(
         if isinstance(answer, BaseException):
             unreachable.append(node.id)
         else:
-            found.extend({**entry, "node_id": node.id} for entry in answer)
+            found.extend(answer)
     return found, unreachable

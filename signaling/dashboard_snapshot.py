@@ -163,12 +163,18 @@ class DashboardSnapshots:
             "nodes": [node.describe() for node in self._nodes],
         }
 
-    async def _ask_other_nodes_of_account(self) -> None:
-        """The account's sessions and streams on the other nodes, asked at most once a second."""
+    def _time_to_ask_nodes(self) -> bool:
+        """At most once a second (ASK_NODES_EVERY_S), for the account's snapshot and the operator's alike."""
         now = time.monotonic()
         if now - self._asked_nodes_at < ASK_NODES_EVERY_S:
-            return
+            return False
         self._asked_nodes_at = now
+        return True
+
+    async def _ask_other_nodes_of_account(self) -> None:
+        """The account's sessions and streams on the other nodes, asked at most once a second."""
+        if not self._time_to_ask_nodes():
+            return
         try:
             async with asyncio.timeout(STORE_PING_TIMEOUT_S + ASK_TIMEOUT_S):  # the directory, then the nodes
                 sessions, streams, silent = await account_elsewhere(self._request, self._account_id, ASK_TIMEOUT_S)
@@ -181,10 +187,8 @@ class DashboardSnapshots:
 
     async def _ask_other_nodes(self) -> None:
         """The registry's nodes and the other nodes' sessions, asked at most once a second."""
-        now = time.monotonic()
-        if now - self._asked_nodes_at < ASK_NODES_EVERY_S:
+        if not self._time_to_ask_nodes():
             return
-        self._asked_nodes_at = now
         try:
             self._nodes = await self._app[CLUSTER].live_nodes()
         except StoreUnavailable:

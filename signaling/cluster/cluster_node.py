@@ -183,7 +183,7 @@ class ClusterNode:
             with contextlib.suppress(RedisError, OSError):  # else it expires with the TTL
                 await self._directory.remove([entry])
 
-    async def _node(self, node_id: str) -> NodeRecord | None:
+    async def other_node(self, node_id: str) -> NodeRecord | None:
         """A live node other than this one; a node that joined since the last beat is read now."""
         if node_id == self.id:
             return None
@@ -196,22 +196,18 @@ class ClusterNode:
         """Whether the last heartbeat (or look-up) saw another live node."""
         return any(node_id != self.id for node_id in self._nodes)
 
-    async def other_node(self, node_id: str) -> NodeRecord | None:
-        """The live node of that id, if it is not this one (a request for it is sent on there)."""
-        return await self._node(node_id)
-
     async def session_owner(self, session_id: str) -> NodeRecord | None:
         """The other node holding the session; None when it is here or nowhere."""
         with _store_errors("looking up a session"):
             entry = await self._directory.owner(session_id)
-        return await self._node(entry.node_id) if entry is not None else None
+        return await self.other_node(entry.node_id) if entry is not None else None
 
     async def stream_holder(self, account_id: str | None, stream: str) -> tuple[NodeRecord, str] | None:
         """The other node holding the session published under the account's stream name, and that
         session's id."""
         with _store_errors("looking up a stream"):
             entry = await self._directory.stream_owner(account_id, stream)
-        node = await self._node(entry.node_id) if entry is not None else None
+        node = await self.other_node(entry.node_id) if entry is not None else None
         return (node, entry.session_id) if node is not None and entry is not None else None
 
     async def nodes_with_sessions_of(self, account_id: str | None) -> list[NodeRecord]:

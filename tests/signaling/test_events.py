@@ -65,7 +65,10 @@ async def test_the_snapshot_matches_the_api():
                 assert set(network) == {"bitrate_in_bps", "bitrate_out_bps", "packets_lost_ratio", "rtt_ms"}
                 assert network["bitrate_in_bps"] > 0 and network["bitrate_out_bps"] > 0
                 assert 0 <= network["packets_lost_ratio"] <= 1 and network["rtt_ms"] >= 0
-                assert snapshot["account"] == await client.request("GET", "/api/account")
+                # the burn rate moves between the snapshot and the request that follows it
+                account = await client.request("GET", "/api/account")
+                assert {**snapshot["account"], "burn_rate": None} == {**account, "burn_rate": None}
+                assert snapshot["account"]["burn_rate"] == pytest.approx(account["burn_rate"], rel=0.05)
                 assert snapshot["streams"] == (await client.request("GET", "/api/streams"))["streams"]
                 assert snapshot["faces"] == (await client.request("GET", "/api/faces"))["faces"]
             await session.close()

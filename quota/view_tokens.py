@@ -7,16 +7,15 @@ that every node of a Redis deployment knows them.
 
 from __future__ import annotations
 
-import re
 import secrets
 
 from quota.accounts import hash_key
 from quota.errors import QuotaError
 from quota.store import QuotaStore, ViewToken
+from stream.published_streams import STREAM_NAME_RULE, is_stream_name
 
 MAX_VIEW_TOKENS_PER_ACCOUNT = 100  # a bound on what one account keeps in the store
 VIEW_TOKEN_PREFIX = "fv_"  # tells a view token from an API key ("ff_") at a glance, in logs and in errors
-_STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class InvalidStreamName(QuotaError):
@@ -32,8 +31,8 @@ class ViewTokenNotFound(QuotaError):
 
 
 def checked_stream_name(stream: str) -> str:
-    if not _STREAM_NAME.fullmatch(stream):  # not match(...$): "$" also matches before a final newline
-        raise InvalidStreamName(f"the stream name {stream[:80]!r} is not valid: use 1-64 letters, digits, '-' or '_'")
+    if not is_stream_name(stream):
+        raise InvalidStreamName(f"the stream name {stream[:80]!r} is not valid: a stream name has {STREAM_NAME_RULE}")
     return stream
 
 

@@ -15,7 +15,8 @@ STREAM_NAME_RULE = "letters, digits, '-' and '_', 1 to 64 characters"
 
 
 def is_stream_name(name: str) -> bool:
-    return STREAM_NAME.fullmatch(name) is not None
+    """The one rule for stream names (WHIP, WHEP, view tokens)."""
+    return STREAM_NAME.fullmatch(name) is not None  # not match(...$): "$" also matches before a final newline
 
 
 @dataclass(frozen=True)

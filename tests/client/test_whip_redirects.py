@@ -71,18 +71,6 @@ async def test_a_redirect_to_another_server_keeps_the_method_the_body_and_the_to
     assert answer.resource_url == f"{node}/whip/live/session-1", "the session lives on the server that made it"
 
 
-async def test_aiohttps_own_redirects_would_lose_the_token():
-    """Why the helper exists: a reference run of aiohttp following the same 307 itself."""
-    async with serving(answer_201("/whip/live/session-1")) as (node, at_node):
-        async with serving(redirect(307, f"{node}/whip/live")) as (balancer, _):
-            async with aiohttp.ClientSession() as http:
-                async with http.post(
-                    f"{balancer}/whip/live", data=OFFER.encode(), headers={"Authorization": "Bearer key-1"}
-                ) as response:
-                    assert response.status == 201
-    assert "Authorization" not in at_node[0][0].headers
-
-
 async def test_a_relative_location_is_resolved_against_the_url_that_answered():
     async def handler(request: web.Request) -> web.Response:
         if request.path == "/whip/live":

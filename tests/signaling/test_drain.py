@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 import aiohttp
 import pytest
@@ -17,6 +18,9 @@ from support.server import face_rgb, loopback_settings, running_server, wait_unt
 from support.whip_publisher import offer_like_obs, post_offer
 
 DRAIN_TIMEOUT_S = 2.0
+# How long after its drain timeout a session may still be open: the close is sent at once, so this
+# is the event's way back, with room for a machine twice as slow.
+CLOSE_MARGIN_S = 1.5
 
 
 def drained_settings():
@@ -39,6 +43,7 @@ async def test_a_drained_node_keeps_its_session_refuses_new_ones_and_closes_it_a
             session = await ada.connect(ImageTrack(face_rgb("obama.jpg"), width=320, height=240))
             await wait_until(lambda: session.frames_received >= 5, timeout=10)
 
+            asked_at = time.monotonic()
             drained = await admin.request("POST", "/api/admin/nodes/self/drain")
             assert drained["draining"] and drained["sessions"] == 1 and drained["timeout_s"] == DRAIN_TIMEOUT_S
 
@@ -56,8 +61,11 @@ async def test_a_drained_node_keeps_its_session_refuses_new_ones_and_closes_it_a
             await wait_until(
                 lambda: any(e.get("type") == "closed" for e in session.events), timeout=DRAIN_TIMEOUT_S + 5
             )
+            closed_after_s = time.monotonic() - asked_at
             closed = next(e for e in session.events if e.get("type") == "closed")
             assert closed["code"] == "server_shutdown", closed
+            # the server's deadline starts after the request left: never before the timeout, and soon after it
+            assert DRAIN_TIMEOUT_S <= closed_after_s <= DRAIN_TIMEOUT_S + CLOSE_MARGIN_S, closed_after_s
             for _ in range(50):  # closing: its lease goes back and its connection closes after the event
                 if not (await ada.request("GET", "/api/sessions"))["sessions"]:
                     break

@@ -20,6 +20,8 @@ DRAIN_TIMEOUT_S = 6
 # How long after its drain timeout a session may still be open: the close is sent at once, so this
 # is the event's way back, with room for a machine twice as slow.
 CLOSE_MARGIN_S = 1.5
+# How long after its record expired a node may still be listed: one 0.2 s poll and the request.
+LISTING_MARGIN_S = 1.0
 
 
 async def node_ids_of(client: FacefuseClient) -> dict[str, str]:
@@ -119,9 +121,13 @@ async def test_a_killed_node_leaves_the_registry_within_its_ttl_and_offers_go_el
                 assert [s["session_id"] for s in listed["sessions"]] == [first.session_id]
                 assert listed["unreachable_nodes"] == ["node-1"]
                 while "node-1" in [node["id"] for node in (await admin.request("GET", "/api/admin/nodes"))["nodes"]]:
-                    assert time.monotonic() - killed_at < 2 * NODE_TTL_S, "the dead node is still listed"
+                    assert time.monotonic() - killed_at < NODE_TTL_S + LISTING_MARGIN_S, "the dead node is still listed"
                     await asyncio.sleep(0.2)
-                print(f"the killed node left the registry after {time.monotonic() - killed_at:.1f} s")
+                gone_after_s = time.monotonic() - killed_at
+                print(f"the killed node left the registry after {gone_after_s:.1f} s")
+                # its record expires a TTL after its last beat, which came at most a beat (and a late
+                # one's slack) before the kill: not dropped early for one unanswered request
+                assert gone_after_s >= NODE_TTL_S - 2 * HEARTBEAT_S, gone_after_s
                 assert set(await node_ids_of(clients[0])) == {first.session_id}  # its session left the list
                 await asyncio.sleep(HEARTBEAT_S * 1.5)  # node-0's placement reads the registry each heartbeat
                 with pytest.raises(ServerError) as gone:  # and the directory, within the same TTL

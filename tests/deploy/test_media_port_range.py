@@ -9,11 +9,10 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from support.deploy_files import compose_nodes, port_range
 from support.photos import REPO_ROOT
 from support.private_network import can_make_namespace
+from support.required import cannot_run_here
 
 PEER_CONNECTIONS = 5
 
@@ -56,7 +55,7 @@ asyncio.run(main(%d))
 def test_a_nodes_media_ports_come_from_its_namespaces_ephemeral_range():
     ok, why = can_make_namespace()
     if not ok:
-        pytest.skip(f"this machine does not let a process make a network namespace: {why}")
+        cannot_run_here(f"this machine does not let a process make a network namespace: {why}")
     node = compose_nodes()["node-a"]
     wanted = port_range(node["sysctls"]["net.ipv4.ip_local_port_range"])
     setup = f"ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range='{wanted.start} {wanted.stop - 1}'"

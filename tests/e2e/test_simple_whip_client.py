@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from support.private_network import can_make_namespace
+from support.required import cannot_run_here
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 # the pattern's colour (R 48, G 96, B 192) through the invert chain
@@ -40,7 +41,7 @@ def test_simple_whip_client_publishes_and_a_whep_viewer_plays_it(no_upnp_dir: Pa
     assert shutil.which("whip-client"), "simple-whip-client is not installed: tests/run.sh installs it"
     ok, why = can_make_namespace()
     if not ok:
-        pytest.skip(f"this machine does not let a process make a network namespace: {why}")
+        cannot_run_here(f"this machine does not let a process make a network namespace: {why}")
 
     done = subprocess.run(
         ["unshare", "--net", "--map-root-user", sys.executable, SUPPORT / "simple_whip_client_run.py"]

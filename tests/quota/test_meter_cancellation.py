@@ -20,6 +20,7 @@ import pytest
 from quota.memory_store import MemoryStore
 from quota.meter import SessionMeter
 from quota.settings import QuotaSettings, to_micro
+from support.required import cannot_run_here
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +79,7 @@ def _interpreter(version: str) -> str | None:
 def test_the_race_in_each_supported_python(version):
     python = _interpreter(version)
     if python is None:
-        pytest.skip(f"Python {version} is not installed here")
+        cannot_run_here(f"Python {version} is not installed here")
     result = subprocess.run(
         [python, "-c", RACE],
         cwd=REPO,

@@ -7,6 +7,9 @@
 (() => {
   const ICE_GATHERING_TIMEOUT_MS = 3000;
   const SESSION_CHECK_MS = 2000;
+  // How long Stop waits for the DELETE's answer before closing the peer anyway (a server that
+  // does not answer ends the session once no video arrives).
+  const DELETE_WAIT_MS = 2000;
   const VIDEO_CONSTRAINTS = { width: { ideal: 640 }, height: { ideal: 480 }, frameRate: { ideal: 30 } };
   const STREAM_NAME = /^[A-Za-z0-9_-]{1,64}$/; // the server's rule for stream names
   const API_KEY_STORAGE = "facefuse.apiKey"; // shared with the camera page: one key per browser
@@ -285,8 +288,8 @@
     showError(`The stream ended: ${snapshot.close_reason || "the server closed the session"}.`, "Press Go live to publish again.");
   }
 
-  // Ends the WHIP session (DELETE, asked before the peer closes so the server hears it first),
-  // closes the peer and the camera.
+  // Ends the WHIP session (DELETE, answered before the peer closes, so the server ends it for the
+  // DELETE and not for a vanished peer), then closes the peer and the camera.
   async function stop({ quiet = false, sessionGone = false } = {}) {
     const { pc, media, sessionUrl } = state;
     if (!pc && !media) return;
@@ -306,6 +309,8 @@
         () => false,
       )
       : Promise.resolve(true);
+    ui.stop.disabled = true;
+    await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, DELETE_WAIT_MS))]);
     if (pc) pc.close();
     for (const track of media ? media.getTracks() : []) track.stop();
     ui.localVideo.srcObject = null;

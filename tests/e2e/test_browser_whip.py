@@ -97,6 +97,12 @@ def test_the_publish_page_goes_live_over_whip_and_gets_the_swap_back(mesh_server
         assert alert_text(driver).strip() == ""
         status, snapshot = http_json("GET", f"{mesh_server.base_url}/api/sessions/{session_id}")
         assert status == 404 or snapshot["close_reason"], snapshot
+        # ended by the page's DELETE, not by its peer connection going away
+        deletes = [r for r in mesh_server.requests("/whip/") if r[0] == "DELETE" and r[1].endswith(session_id)]
+        assert deletes == [("DELETE", f"/whip/studio-1/{session_id}", 200)], deletes
+        reason = mesh_server.closing_reason(session_id)
+        print(f"closed by: {reason}")
+        assert reason == "ended by its WHIP client", reason
 
 
 def test_a_publish_the_server_refuses_is_said_on_the_page(mesh_server: ServerProcess, tmp_path: Path):

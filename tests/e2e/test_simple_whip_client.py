@@ -24,6 +24,7 @@ SUPPORT = Path(__file__).resolve().parents[1] / "support"
 # the pattern's colour (R 48, G 96, B 192) through the invert chain
 INVERTED = (255 - 48, 255 - 96, 255 - 192)
 COLOUR_TOLERANCE = 20  # VP8 and I420 <-> RGB twice
+WHIP_DELETE_REASON = "ended by its WHIP client"  # signaling/routes/whip.py's close for a DELETE
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +67,4 @@ def test_simple_whip_client_publishes_and_a_whep_viewer_plays_it(no_upnp_dir: Pa
         assert abs(got - want) <= COLOUR_TOLERANCE, (seen["mean_rgb"], INVERTED)  # processed, not passed through
     assert seen["client_exit"] == 0, log
     assert seen["session_gone"], f"the session outlived the client's DELETE\n{log}"
+    assert seen["close_reason"] == WHIP_DELETE_REASON, f"ended by {seen['close_reason']!r}, not the DELETE\n{log}"

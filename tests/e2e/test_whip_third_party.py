@@ -6,7 +6,6 @@ Why whip.js and not Debian's simple-whip-client: support/third_party_whip.py."""
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 
 import aiohttp
@@ -20,15 +19,6 @@ from support.whep_viewer import whep_viewer
 pytestmark = pytest.mark.browser
 
 STREAM = "third-party"
-ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>/whip/\S*) HTTP/[\d.]+" (?P<status>\d{3})')
-
-
-def whip_requests(server: ServerProcess) -> list[tuple[str, str, int]]:
-    """(method, path, status) of every /whip request in the server's access log."""
-    return [
-        (m["method"], m["path"], int(m["status"]))
-        for m in ACCESS_LINE.finditer(server.log_path.read_text(errors="replace"))
-    ]
 
 
 def what_happened(client: ThirdPartyWhipClient, server: ServerProcess) -> str:
@@ -37,12 +27,6 @@ def what_happened(client: ThirdPartyWhipClient, server: ServerProcess) -> str:
 
 def the_session(server: ServerProcess, session_id: str) -> dict | None:
     return next((s for s in live_sessions(server) if s["session_id"] == session_id), None)
-
-
-def closing_reason(server: ServerProcess, session_id: str) -> str | None:
-    """Why the server says it ended the session (its log line)."""
-    ended = re.search(rf"session {session_id} closing: (.*)", server.log_path.read_text(errors="replace"))
-    return ended and ended[1]
 
 
 async def test_whip_js_publishes_trickles_is_watched_over_whep_and_its_stop_ends_the_session(tmp_path: Path) -> None:
@@ -58,7 +42,7 @@ async def test_whip_js_publishes_trickles_is_watched_over_whep_and_its_stop_ends
 
             # the trickled candidates were taken: every PATCH 204 (whip.js sends one per batch of
             # candidates, the last with end-of-candidates), and its peer connection is up
-            requests = whip_requests(server)
+            requests = server.requests("/whip/")
             assert ("POST", f"/whip/{STREAM}", 201) in requests, requests
             patches = [r for r in requests if r[0] == "PATCH"]
             assert patches and all(r == ("PATCH", f"/whip/{STREAM}/{session_id}", 204) for r in patches), (
@@ -76,12 +60,12 @@ async def test_whip_js_publishes_trickles_is_watched_over_whep_and_its_stop_ends
                 # then 404 (session_not_found), harmless to whip.js, which ignores its status
                 await asyncio.to_thread(client.stop)
                 await wait_until(lambda: the_session(server, session_id) is None, timeout=5)
-                deletes = [r for r in whip_requests(server) if r[0] == "DELETE"]
+                deletes = [r for r in server.requests("/whip/") if r[0] == "DELETE"]
                 assert deletes in (
                     [("DELETE", f"/whip/{STREAM}/{session_id}", 200)],
                     [("DELETE", f"/whip/{STREAM}/{session_id}", 404)],
                 ), f"{deletes}{what_happened(client, server)}"
-                print(f"\nwhip.js stop(): DELETE {deletes[0][2]}, {closing_reason(server, session_id)}")
+                print(f"\nwhip.js stop(): DELETE {deletes[0][2]}, {server.closing_reason(session_id)}")
                 await wait_until(lambda: viewer.pc.connectionState in ("closed", "failed"), timeout=10)
             assert live_sessions(server) == []
 
@@ -92,10 +76,10 @@ async def test_a_whip_js_client_that_vanishes_without_delete_is_ended_when_its_v
             session_id = client.resource.rsplit("/", 1)[-1]
             await wait_until(lambda: (the_session(server, session_id) or {}).get("state") == "live", timeout=15)
         # the browser quit with the session live: no DELETE was sent
-        assert not [r for r in whip_requests(server) if r[0] == "DELETE"]
+        assert not [r for r in server.requests("/whip/") if r[0] == "DELETE"]
         # a killed browser says nothing: the idle timeout (10 s) ends it, unless the lost ICE
         # consent does first; 40 s leaves a slow machine its margin
         await wait_until(lambda: the_session(server, session_id) is None, timeout=40)
-        reason = closing_reason(server, session_id)
+        reason = server.closing_reason(session_id)
         print(f"\nsession ended without DELETE: {reason}")
         assert reason is not None and reason.startswith(("no video for", "connection ")), server.log_tail()

@@ -87,6 +87,10 @@ def http_json(
         return error.code, json.loads(body) if body else None
 
 
+# One request in the server's access log (aiohttp's format): method, path and status.
+ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>/\S*) HTTP/[\d.]+" (?P<status>\d{3})')
+
+
 class ServerProcess:
     """`facefuse serve` on a free loopback port, with its output kept in a log file."""
 
@@ -110,6 +114,21 @@ class ServerProcess:
     def log_tail(self, chars: int = 4000) -> str:
         self._log.flush()
         return self.log_path.read_text(errors="replace")[-chars:]
+
+    def requests(self, path_prefix: str) -> list[tuple[str, str, int]]:
+        """(method, path, status) of every request under `path_prefix` in the server's access log."""
+        self._log.flush()
+        return [
+            (m["method"], m["path"], int(m["status"]))
+            for m in ACCESS_LINE.finditer(self.log_path.read_text(errors="replace"))
+            if m["path"].startswith(path_prefix)
+        ]
+
+    def closing_reason(self, session_id: str) -> str | None:
+        """Why the server says it ended the session (its log line), None before it did."""
+        self._log.flush()
+        ended = re.search(rf"session {session_id} closing: (.*)", self.log_path.read_text(errors="replace"))
+        return ended and ended[1]
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

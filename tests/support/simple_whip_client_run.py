@@ -28,6 +28,7 @@ import aiohttp
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
+from signaling.app_keys import SESSIONS  # noqa: E402
 from stream.ice import IceSettings  # noqa: E402
 from support.private_network import PRIVATE_NET, SERVER_ADDRESS, bring_up  # noqa: E402
 from support.server import loopback_settings, running_server  # noqa: E402
@@ -64,7 +65,7 @@ async def run(no_upnp_dir: str) -> dict[str, object]:
     seen: dict[str, object] = {}
     settings = loopback_settings("invert")
     settings = dataclasses.replace(settings, stream=dataclasses.replace(settings.stream, ice=ice))
-    async with running_server(settings) as (url, _app):
+    async with running_server(settings) as (url, app):
         client_log = Path(no_upnp_dir) / "whip-client.log"
         env = dict(os.environ, LD_LIBRARY_PATH=no_upnp_dir)
         with client_log.open("w") as log:
@@ -83,6 +84,7 @@ async def run(no_upnp_dir: str) -> dict[str, object]:
                     return next((s for s in sessions if s["stream"] == STREAM and s["state"] == "live"), None)
 
                 seen["live_session"] = await _poll(live_session, WAIT_S)
+                held = None if seen["live_session"] is None else app[SESSIONS].get(seen["live_session"]["session_id"])
                 if seen["live_session"] is not None:
                     async with whep_viewer(http, f"{url}/whep/{STREAM}") as viewer:
                         seen["whep_status"] = viewer.status
@@ -101,6 +103,8 @@ async def run(no_upnp_dir: str) -> dict[str, object]:
                     return await live_session() is None
 
                 seen["session_gone"] = bool(await _poll(gone, 10.0))
+                # why it ended: the DELETE's reason, or the connection's when the client only hung up
+                seen["close_reason"] = held and held.close_reason
         finally:
             with contextlib.suppress(ProcessLookupError):
                 client.kill()

@@ -4,7 +4,9 @@ streams through the server and gets the processed video back; DELETE ends it on 
 import aiohttp
 
 from client.image_track import ImageTrack
+from client.still_picture import fitted_i420
 from signaling.app_keys import SESSIONS
+from support.frame_likeness import INVERTED_R, correlation, i420_frame
 from support.server import face_rgb, loopback_settings, running_server, wait_until
 from support.whip_publisher import offer_like_obs, post_offer
 
@@ -22,6 +24,10 @@ async def test_an_obs_shaped_publisher_gets_the_processed_video_back_and_delete_
             assert session.options == {"swap": "largest"}
             await wait_until(lambda: publisher.frames_received >= 10, timeout=15)
             assert session.stats.frames_processed >= 10 and session.stats.codec.upper() == "H264"
+            # what came back is the invert chain's negative of what was sent, not the publisher's own picture
+            r = correlation(publisher.last_video, i420_frame(fitted_i420(face_rgb("obama.jpg"), 320, 240)))
+            print(f"returned frame against the sent one: r = {r:.2f}")
+            assert r < INVERTED_R, f"returned frame against the sent one: r = {r:.2f}"
             async with http.delete(url + publisher.location) as response:
                 assert response.status == 200
             assert session.state == "closed" and app[SESSIONS].all() == []

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from support.browser import ServerProcess, face_path, live_sessions, served
+from support.frame_likeness import INVERTED_R, correlation, first_frame
 from support.server import wait_until
 from support.third_party_whip import ThirdPartyWhipClient, whip_js_publisher
 from support.whep_viewer import whep_viewer
@@ -54,6 +55,10 @@ async def test_whip_js_publishes_trickles_is_watched_over_whep_and_its_stop_ends
             async with aiohttp.ClientSession() as http, whep_viewer(http, f"{server.base_url}/whep/{STREAM}") as viewer:
                 assert viewer.status == 201, f"{viewer.body}{what_happened(client, server)}"
                 await wait_until(lambda: viewer.video_frames >= 10, timeout=15)
+                # the invert chain's negative of the camera, not the publisher's own picture
+                r = correlation(viewer.last_video, first_frame(client.camera_clip))
+                print(f"\nthe viewer's frame against the camera's: r = {r:.2f}")
+                assert r < INVERTED_R, f"the viewer's frame against the camera's: r = {r:.2f}"
 
                 # the client's own stop(): it closes its peer connection, then DELETEs. The server
                 # may see the connection close first and end the session itself: that DELETE is

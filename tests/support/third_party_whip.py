@@ -100,6 +100,7 @@ class ThirdPartyWhipClient:
 
     driver: Any
     resource: str
+    camera_clip: Path  # what its camera shows (a y4m clip)
 
     def output(self) -> str:
         """What the client did: each request with its status, connection states, rejections."""
@@ -127,6 +128,6 @@ def whip_js_publisher(whip_url: str, photo: Path, workdir: Path) -> Iterator[Thi
     with chromium(chromium_flags(clip, profile)) as driver:
         driver.get(f"{origin}/healthz")  # a page of the server's origin to run the client in
         published = driver.execute_async_script(PUBLISH_JS, source, whip_url)
-        client = ThirdPartyWhipClient(driver, published.get("resource", ""))
+        client = ThirdPartyWhipClient(driver, published.get("resource", ""), clip)
         assert "error" not in published, f"whip.js could not publish: {published['error']}\n{client.output()}"
         yield client

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 import aiohttp
+import av
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import AudioStreamTrack, MediaStreamError
 from multidict import CIMultiDict
@@ -34,6 +35,7 @@ class WhipPublisher:
     body: str = ""
     answered_in_s: float = 0.0
     frames_received: int = 0
+    last_video: av.VideoFrame | None = None  # the newest frame that came back
     _reader: asyncio.Task[None] | None = None
 
     @property
@@ -139,5 +141,5 @@ async def _count_frames(remote: asyncio.Future[MediaStreamTrack], publisher: Whi
     track = await remote
     with contextlib.suppress(MediaStreamError):
         while True:
-            await track.recv()
+            publisher.last_video = await track.recv()
             publisher.frames_received += 1

@@ -155,6 +155,15 @@ def page_state(driver) -> dict:
     )
 
 
+def snapshot_period_s(driver, periods: int = 2) -> float:
+    """The time from one snapshot's arrival to the next, as the page sees it, over `periods`."""
+    seen = page_state(driver)["snapshots"]
+    wait_for(lambda: page_state(driver)["snapshots"] > seen, 10, "a snapshot", 0.01)
+    started, seen = time.monotonic(), page_state(driver)["snapshots"]
+    wait_for(lambda: page_state(driver)["snapshots"] >= seen + periods, 10 * periods, "snapshots", 0.01)
+    return (time.monotonic() - started) / periods
+
+
 def card_fields(driver, session_id: str) -> dict | None:
     """The session card's shown figures by data-field (null when it is not shown)."""
     return driver.execute_script(
@@ -221,12 +230,17 @@ def test_the_streamer_sees_steers_and_ends_a_live_session(server, driver, loop_t
         assert driver.execute_script("return sessionStorage.length;") == 1, "the key is kept in the tab"
         assert driver.execute_script("return localStorage.length;") == 0, "and nowhere else"
 
+        # the reference: the page's own pace, snapshot to snapshot, on this machine now
+        period_s = snapshot_period_s(driver)
         session_id = run.start(first_face)
         started = time.monotonic()
-        wait_for(lambda: card_fields(driver, session_id), 2.5, "the session's card within 2 s")
+        wait_for(lambda: card_fields(driver, session_id), 5 * period_s, "the session's card")
         appeared_s = time.monotonic() - started
-        print(f"\nthe session's card appeared {appeared_s:.2f} s after the offer was answered")
-        assert appeared_s <= 2.0
+        print(
+            f"\nthe session's card appeared {appeared_s:.2f} s after the offer was answered ({period_s:.2f} s a snapshot)"
+        )
+        # on the first snapshot after it: within one period, and half of one to draw it and see it drawn
+        assert appeared_s <= 1.5 * period_s, (appeared_s, period_s)
 
         # the numbers are the API's: the card shows its snapshot's session field for field, and that is
         # GET /api/sessions/{id}'s description of it, read within a second

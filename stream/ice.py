@@ -20,6 +20,7 @@ from aiortc import RTCConfiguration, RTCIceGatherer, RTCIceServer, RTCPeerConnec
 from stream.aiortc_internals import (
     advertised_as,
     claim_gathering,
+    count_media_as_consent,
     gather_candidates_on,
     gatherer_connection,
     gathering_addresses,
@@ -157,6 +158,14 @@ def refuse_outside_checks(pc: RTCPeerConnection, settings: IceSettings) -> None:
 
     for gatherer in _ice_gatherers(pc):
         guard_incoming_checks(gatherer_connection(gatherer), accept)
+
+
+def keep_while_media_arrives(pc: RTCPeerConnection) -> None:
+    """A publisher's connection lives on while its media arrives, whether or not the peer answers
+    ICE consent checks (FFmpeg's WHIP muxer does not: stream/aiortc_internals/consent.py). Call
+    after `setRemoteDescription()`, before ICE completes."""
+    for gatherer in _ice_gatherers(pc):
+        count_media_as_consent(gatherer_connection(gatherer))
 
 
 def address_allowed(host: str, networks: list[IPNetwork]) -> bool:

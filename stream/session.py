@@ -31,7 +31,7 @@ from stream.decode_size_limit import DecodeSizeLimit
 from stream.errors import InvalidOffer, SessionClosedEarly
 from stream.fanout import VideoFanout
 from stream.frame_timings import FrameTimings
-from stream.ice import refuse_outside_checks, rtc_configuration
+from stream.ice import keep_while_media_arrives, refuse_outside_checks, rtc_configuration
 from stream.metering import RETURN_LEASE_LIMIT_S, Meter, MeterFactory, SessionMetering, is_charged, throttle
 from stream.negotiation import answer_offer, answer_sdp, apply_offer, tune_video_senders
 from stream.network_stats import NetworkStats
@@ -141,6 +141,7 @@ class Session:
         if not any(t.kind == "video" and t.receiver.track is not None for t in self._pc.getTransceivers()):
             raise InvalidOffer("the offer has no video to receive")
         refuse_outside_checks(self._pc, self._settings.ice)
+        keep_while_media_arrives(self._pc)
         self.webrtc.count_feedback(self._pc)
         for transceiver in self._pc.getTransceivers():
             tune_receiver(

@@ -53,6 +53,11 @@ The changes, and why each exists:
   learns those as peer-reflexive candidates and sends media there (seen with Chromium: eth0 ->
   our 127.0.0.1); the Connection's `request_received` is wrapped to ignore checks from outside
   the allowed networks.
+- ICE consent by media (consent.py; used by stream/ice.py for publishers). aioice closes a
+  connection after six unanswered consent checks (about 30 s); FFmpeg's WHIP muxer answers none
+  while its media keeps arriving, and was cut after 33 s. The Connection's consent loop is
+  replaced by one in which anything from the nominated pair's remote address since the last round
+  counts as an answer.
 - STUN/TURN url parsing (ice.py: parse_stun_turn_uri), to validate --ice-server urls at start
   with aiortc's own rules.
 - aiortc's SDP parser and its codec and fingerprint tables (sdp.py; used by stream/sdp.py), to
@@ -65,6 +70,7 @@ check_installed_versions()
 
 # The submodules import aiortc's internals: only once the versions are known to match.
 from .audio_jitter_buffer import ArrivalJitterBuffer  # noqa: E402
+from .consent import count_media_as_consent  # noqa: E402
 from .dtls import accept_rsa_dtls_peers  # noqa: E402
 from .encoder import FastH264Encoder, negotiated_codecs, sender_encoder, set_sender_encoder  # noqa: E402
 from .ice import (  # noqa: E402
@@ -105,6 +111,7 @@ __all__ = [
     "advertised_as",
     "claim_gathering",
     "count_feedback_sent",
+    "count_media_as_consent",
     "decoder_error_event",
     "decoder_queue",
     "decoder_thread",

@@ -75,6 +75,18 @@ TOUCHED: tuple[Touched, ...] = (
     Touched(_ICE, "_use_ipv6", "instance"),
     Touched(_ICE, "_components", "instance"),
     Touched("aioice.candidate.Candidate", "_network_host", "instance"),
+    # ICE consent freshness by media (consent.py)
+    Touched("aioice.ice", "CONSENT_FAILURES", "module"),
+    Touched("aioice.ice", "CONSENT_INTERVAL", "module"),
+    Touched("aioice.ice", "CandidatePair", "module"),
+    Touched("aioice.ice", "StunProtocol", "module"),
+    Touched(_ICE, "query_consent", "class"),
+    Touched(_ICE, "build_request", "class"),
+    Touched(_ICE, "_nominated", "instance"),
+    Touched(_ICE, "_query_consent_task", "instance"),
+    Touched("aioice.ice.StunProtocol", "request", "class"),
+    Touched("aioice.ice.CandidatePair", "remote_addr", "class"),
+    Touched("aioice.stun", "TransactionError", "module"),
     # offer checks (sdp.py)
     Touched("aiortc.sdp", "SessionDescription", "module"),
     Touched("aiortc.sdp", "MediaDescription", "module"),

@@ -40,6 +40,7 @@ from signaling.errors import json_errors
 from signaling.event_streams import EventStreams
 from signaling.http_metrics import count_requests
 from signaling.origin_check import host_and_origin_check
+from signaling.revoked_viewers import revoked_viewers
 from signaling.routes import (
     account,
     admin_sessions,
@@ -89,6 +90,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app.on_shutdown.append(events.end_event_streams)
     app.cleanup_ctx.append(_quota_store)
     app.cleanup_ctx.append(_pipeline_and_sessions)
+    app.cleanup_ctx.append(revoked_viewers)
     app.cleanup_ctx.append(cluster_node)  # reads the sessions; stops first, leaving the registry
     app.add_routes(health.routes)
     app.add_routes(faces.routes)

@@ -4,6 +4,7 @@ of one stream holding a view token."""
 from __future__ import annotations
 
 import hmac
+from typing import NamedTuple
 
 from aiohttp import web
 
@@ -40,8 +41,14 @@ async def current_account(request: web.Request) -> Account:
     return await accounts.authenticate(api_key)
 
 
-async def view_token_stream(request: web.Request) -> tuple[str, str]:
-    """(account id, stream) of who may play the stream named by the route's `{stream}`.
+class PlayCredential(NamedTuple):
+    account_id: str
+    stream: str
+    token_id: str | None  # the view token's id; None for the account's API key or local mode
+
+
+async def view_token_stream(request: web.Request) -> PlayCredential:
+    """Who may play the stream named by the route's `{stream}`, and with which view token.
 
     A view token, in `Authorization: Bearer` or in `?token=` (a Browser Source cannot set headers),
     plays only its own stream; an unknown or revoked one is 401, as is one of another stream. The
@@ -52,18 +59,18 @@ async def view_token_stream(request: web.Request) -> tuple[str, str]:
     credential = _bearer(request) if in_header else request.query.get("token")
     if credential is None:
         if request.app[SETTINGS].local_mode:
-            return LOCAL_ACCOUNT, stream
+            return PlayCredential(LOCAL_ACCOUNT, stream, None)
         raise _unauthorized("send 'Authorization: Bearer <view token>', or '?token=<view token>' in the URL")
     if not credential.isascii() or not looks_like_view_token(credential):
         if in_header:  # the account's API key
-            return (await current_account(request)).id, stream
+            return PlayCredential((await current_account(request)).id, stream, None)
         raise _unauthorized(
             "the token in the URL is not a view token: create one with POST /api/streams/{stream}/view-tokens"
         )
     view_token = await ViewTokens(request.app[ACCOUNTS].store).resolve(credential)
     if view_token.stream != stream:
         raise _unauthorized(f"this view token plays the stream {view_token.stream!r}, not {stream!r}")
-    return view_token.account_id, stream
+    return PlayCredential(view_token.account_id, stream, view_token.id)
 
 
 def require_admin(request: web.Request) -> None:

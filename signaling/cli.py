@@ -218,6 +218,8 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_setting(limits, "--idle-timeout", StreamSettings, "idle_timeout_s", type=float)
     _add_setting(limits, "--drain-timeout", StreamSettings, "drain_timeout_s", type=float)
     _add_setting(limits, "--max-viewers-per-stream", StreamSettings, "max_viewers_per_stream", type=int)
+    _add_setting(limits, "--max-viewers", StreamSettings, "max_viewers", type=int)
+    _add_setting(limits, "--max-viewers-per-token", StreamSettings, "max_viewers_per_token", type=int)
     _add_setting(limits, "--max-frame-pixels", PipelineSettings, "max_frame_pixels", type=_pixels)
     _add_setting(limits, "--max-decoded-pixels", StreamSettings, "max_decoded_pixels", type=_pixels)
     _add_setting(limits, "--max-faces", HttpSettings, "max_faces", type=int)
@@ -306,6 +308,8 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             drain_timeout_s=args.drain_timeout,
             max_sessions=args.max_sessions,
             max_viewers_per_stream=args.max_viewers_per_stream,
+            max_viewers=args.max_viewers,
+            max_viewers_per_token=args.max_viewers_per_token,
             max_decoded_pixels=args.max_decoded_pixels,
         ),
         pipeline=PipelineSettings(

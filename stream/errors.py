@@ -26,7 +26,21 @@ class NodeDraining(StreamError):
 
 
 class TooManyViewers(StreamError):
+    """The stream has its viewers (a view token's holders take all but the owner's reserve)."""
+
     code = "too_many_viewers"
+
+
+class NodeViewersFull(TooManyViewers):
+    """The node encodes for as many viewers as it may (--max-viewers), every stream's together."""
+
+    code = "node_viewers_full"
+
+
+class ViewTokenViewersFull(TooManyViewers):
+    """One view token holds its --max-viewers-per-token viewers: its holder's limit, not the stream's."""
+
+    code = "view_token_viewers_full"
 
 
 class StreamNotLive(StreamError):

@@ -16,7 +16,6 @@ from stream.errors import (
     SessionNotFound,
     StreamNotLive,
     TooManySessions,
-    TooManyViewers,
     ViewerNotFound,
 )
 from stream.frame_timings import FrameTimings
@@ -29,6 +28,7 @@ from stream.sdp import ice_credentials
 from stream.session import Session
 from stream.settings import StreamSettings
 from stream.viewer import Viewer
+from stream.viewer_admission import check_room_for_viewer
 
 logger = logging.getLogger(__name__)
 
@@ -107,18 +107,19 @@ class SessionManager:
             await self._end_publication(self.streams.publish(Publication(account_id, stream, session.id, ufrag, pwd)))
         return session, answer
 
-    async def open_viewer(self, offer_sdp: str, *, account_id: str | None, stream: str) -> tuple[Viewer, str]:
-        """A WHEP viewer of the account's session published under `stream`; returns it with the
-        answer SDP. StreamNotLive while nothing is published there; TooManyViewers at the limit."""
+    async def open_viewer(
+        self, offer_sdp: str, *, account_id: str | None, stream: str, token_id: str | None = None
+    ) -> tuple[Viewer, str]:
+        """A WHEP viewer of the account's session published under `stream`, playing with the view
+        token `token_id` (None: the owner); returns it with the answer SDP. StreamNotLive while
+        nothing is published there; a TooManyViewers at a limit (stream/viewer_admission.py)."""
         offer_sdp = checked_offer(offer_sdp, self._settings.ice, viewer=True)
         publication = self.streams.find(account_id, stream)
         session = self._sessions.get(publication.session_id) if publication is not None else None
         if session is None or session.closing:
             raise StreamNotLive(f"nothing is published under the stream name {stream!r} now")
-        limit = self._settings.max_viewers_per_stream
-        if len(self.viewers(session.id)) >= limit:
-            raise TooManyViewers(f"the stream {stream!r} has its {limit} viewers; try again later")
-        viewer = Viewer(secrets.token_urlsafe(12), session, stream, on_closed=self._forget_viewer)
+        check_room_for_viewer(self.viewers(), session.id, stream, token_id, self._settings)
+        viewer = Viewer(secrets.token_urlsafe(12), session, stream, on_closed=self._forget_viewer, token_id=token_id)
         self._viewers[viewer.id] = viewer
         try:
             answer = await viewer.accept(offer_sdp)
@@ -129,6 +130,12 @@ class SessionManager:
             await viewer.close("the stream ended")
             raise StreamNotLive(f"the stream {stream!r} ended while the viewer's offer was being answered")
         return viewer, answer
+
+    async def close_viewers_of_tokens(self, token_ids: set[str], reason: str) -> int:
+        """Closes the viewers playing with any of these view tokens (revoked); how many there were."""
+        viewers = [viewer for viewer in self._viewers.values() if viewer.token_id in token_ids]
+        await asyncio.gather(*(viewer.close(reason) for viewer in viewers), return_exceptions=True)
+        return len(viewers)
 
     def viewers(self, session_id: str | None = None) -> list[Viewer]:
         """Every viewer, or one session's."""
@@ -164,6 +171,9 @@ class SessionManager:
         await asyncio.gather(
             *(session.close(reason, "server_shutdown") for session in self.all()), return_exceptions=True
         )
+        # a session's close lets its viewers go only after it is closed: a shutdown waits for them
+        # too (viewer.close() waits for one already closing), or their sockets outlive the loop
+        await asyncio.gather(*(viewer.close(reason) for viewer in self.viewers()), return_exceptions=True)
 
     async def _end_publication(self, publication: Publication | None) -> None:
         session = self._sessions.get(publication.session_id) if publication is not None else None

@@ -10,11 +10,19 @@ from stream.ice import IceSettings
 @dataclass(frozen=True)
 class StreamSettings:
     ice: IceSettings = field(default_factory=IceSettings)
-    # A session that sends no frame for this long (or never starts) is closed.
+    # A session that sends no frame for this long (or never starts) is closed, and so is a viewer
+    # whose connection is not up this long after its answer.
     idle_timeout_s: float = field(default=10.0, metadata={"help": "seconds without video before a session is closed"})
     max_sessions: int = field(default=32, metadata={"help": "concurrent sessions at most"})
     max_viewers_per_stream: int = field(
         default=50, metadata={"help": "WHEP viewers of one stream at most (each encodes its own video)"}
+    )
+    max_viewers: int = field(
+        default=100,
+        metadata={"help": "WHEP viewers on this node at most, every stream's together (each encodes its own video)"},
+    )
+    max_viewers_per_token: int = field(
+        default=10, metadata={"help": "WHEP viewers one view token holds at once (its holder may share the URL)"}
     )
     drain_timeout_s: float = field(
         default=300.0,
@@ -43,5 +51,9 @@ class StreamSettings:
             raise ValueError("drain_timeout_s must be a number >= 0")
         if self.max_viewers_per_stream < 0:
             raise ValueError("max_viewers_per_stream must be >= 0")
+        if self.max_viewers < 0:
+            raise ValueError("max_viewers must be >= 0")
+        if self.max_viewers_per_token < 0:
+            raise ValueError("max_viewers_per_token must be >= 0")
         if self.max_decoded_pixels < 64 * 64:
             raise ValueError("max_decoded_pixels must be at least 4096 (64x64)")

@@ -30,10 +30,18 @@ logger = logging.getLogger(__name__)
 
 
 class Viewer:
-    def __init__(self, viewer_id: str, session: Session, stream: str, on_closed: Callable[[Viewer], None]) -> None:
+    def __init__(
+        self,
+        viewer_id: str,
+        session: Session,
+        stream: str,
+        on_closed: Callable[[Viewer], None],
+        token_id: str | None = None,
+    ) -> None:
         self.id = viewer_id
         self.session = session
         self.stream = stream
+        self.token_id = token_id  # the view token it plays with; None: the owner's API key (or local mode)
         self.state = "new"  # new -> connecting -> live -> closed
         self.close_reason: str | None = None
         self.created_at = time.time()
@@ -54,6 +62,7 @@ class Viewer:
         self._audio = session.audio.subscribe() if session.audio.has_source else None
         self._close_started = False
         self._closed = asyncio.Event()
+        self._connect_deadline: asyncio.Task[None] | None = None
         self.webrtc = WebrtcCounts()  # for the node's metrics
 
     @property
@@ -73,7 +82,16 @@ class Viewer:
         await answer_offer(self._pc, self._settings, self._refuse_if_closed)
         self.codec = tune_video_senders(self._pc)
         self.session.video_out.add(self._video)  # from now on the session's frames reach this viewer
+        self._connect_deadline = asyncio.ensure_future(self._close_unless_connected(self._settings.idle_timeout_s))
+        self._connect_deadline.set_name(f"viewer-{self.id}-connect-deadline")
         return answer_sdp(self._pc, self._settings)
+
+    async def _close_unless_connected(self, timeout_s: float) -> None:
+        """A viewer whose connection is not up in time holds a slot of its stream for nothing (an
+        offer posted and never followed by ICE): closed, as a session that never starts is."""
+        await asyncio.sleep(timeout_s)
+        if self._pc.connectionState != "connected":
+            await self.close(f"not connected within {timeout_s:g} s")
 
     def _refuse_if_closed(self) -> None:
         if self._close_started:
@@ -111,6 +129,9 @@ class Viewer:
         self._close_started = True
         self.close_reason = reason
         logger.info("viewer %s of session %s closing: %s", self.id, self.session.id, reason)
+        deadline = self._connect_deadline
+        if deadline is not None and deadline is not asyncio.current_task():
+            deadline.cancel()
         try:
             self.session.video_out.remove(self._video)
             self._video.stop()
@@ -129,6 +150,7 @@ class Viewer:
             "viewer_id": self.id,
             "stream": self.stream,
             "session_id": self.session.id,
+            "view_token_id": self.token_id,
             "state": self.state,
             "created_at": self.created_at,
             "codec": self.codec,

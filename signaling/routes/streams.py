@@ -17,6 +17,7 @@ from quota.view_tokens import ViewTokens, checked_stream_name
 from signaling.app_keys import ACCOUNTS, CLUSTER, SESSIONS
 from signaling.auth import current_account
 from signaling.cluster.routing import streams_elsewhere
+from signaling.revoked_viewers import REVOKED_REASON
 
 routes = web.RouteTableDef()
 
@@ -107,4 +108,6 @@ async def revoke_view_token(request: web.Request) -> web.Response:
     stream = checked_stream_name(request.match_info["stream"])
     token_id = request.match_info["token_id"]
     await _view_tokens(request).revoke(account.id, stream, token_id)  # another account's: 404, as unknown
-    return web.json_response({"id": token_id, "deleted": True})
+    # its viewers here stop now; on other nodes, at their next sweep (signaling/revoked_viewers.py)
+    closed = await request.app[SESSIONS].close_viewers_of_tokens({token_id}, REVOKED_REASON)
+    return web.json_response({"id": token_id, "deleted": True, "viewers_closed": closed})

@@ -16,7 +16,7 @@ from signaling.auth import view_token_stream
 from signaling.cluster.routing import redirect_to_stream_holder
 from signaling.errors import ApiError
 from signaling.webrtc_http import SDP, created, etag, offer_text, stream_name, trickle
-from stream.errors import StreamNotLive, TooManyViewers, UnsupportedCodec
+from stream.errors import StreamNotLive, TooManyViewers, UnsupportedCodec, ViewTokenViewersFull
 from stream.viewer import Viewer
 
 routes = web.RouteTableDef()
@@ -31,7 +31,7 @@ def _etag(viewer: Viewer) -> str:
 
 async def _viewer(request: web.Request) -> Viewer:
     """The viewer at this URL, for a credential that may play its stream; 404 otherwise."""
-    account_id, stream = await view_token_stream(request)
+    account_id, stream, _token_id = await view_token_stream(request)
     await redirect_to_stream_holder(request, account_id, stream)  # a viewer lives on its stream's node
     viewer_id = request.match_info["viewer_id"]
     viewer = request.app[SESSIONS].get_viewer(viewer_id, account_id)
@@ -48,13 +48,17 @@ async def whep_options(request: web.Request) -> web.Response:
 
 @routes.post("/whep/{stream}")
 async def play(request: web.Request) -> web.Response:
-    account_id, stream = await view_token_stream(request)  # before the body: no credential, no buffer
+    account_id, stream, token_id = await view_token_stream(request)  # before the body: no credential, no buffer
     await redirect_to_stream_holder(request, account_id, stream)
     offer_sdp = await offer_text(request)
     try:
-        viewer, answer = await request.app[SESSIONS].open_viewer(offer_sdp, account_id=account_id, stream=stream)
+        viewer, answer = await request.app[SESSIONS].open_viewer(
+            offer_sdp, account_id=account_id, stream=stream, token_id=token_id
+        )
     except StreamNotLive as exc:
         raise ApiError(409, exc.code, str(exc), {"Retry-After": str(NOT_LIVE_RETRY_S)}) from exc
+    except ViewTokenViewersFull as exc:  # its holder's own limit: no point in retrying soon
+        raise ApiError(429, exc.code, str(exc)) from exc
     except TooManyViewers as exc:
         raise ApiError(503, exc.code, str(exc), {"Retry-After": "10"}) from exc
     except UnsupportedCodec as exc:
@@ -73,7 +77,7 @@ async def whep_trickle(request: web.Request) -> web.Response:
 
 @routes.delete("/whep/{stream}/{viewer_id}")
 async def stop_playing(request: web.Request) -> web.Response:
-    account_id, stream = await view_token_stream(request)
+    account_id, stream, _token_id = await view_token_stream(request)
     ended = request.app[SESSIONS].recently_ended.find(request.match_info["viewer_id"], account_id, stream)
     if ended is not None:  # its connection (or its stream) ended first
         return web.json_response(ended)

@@ -452,6 +452,8 @@ FIELD_DEFAULTS = [
     ("idle_timeout", StreamSettings, "idle_timeout_s", 7.5, 7.5),
     ("max_sessions", StreamSettings, "max_sessions", 5, 5),
     ("max_viewers_per_stream", StreamSettings, "max_viewers_per_stream", 7, 7),
+    ("max_viewers", StreamSettings, "max_viewers", 9, 9),
+    ("max_viewers_per_token", StreamSettings, "max_viewers_per_token", 4, 4),
     ("max_decoded_pixels", StreamSettings, "max_decoded_pixels", 1280 * 720, 1280 * 720),
     ("chain", PipelineSettings, "chain", "invert", "invert"),
     ("device", PipelineSettings, "device", "cpu", "cpu"),

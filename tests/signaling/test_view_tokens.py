@@ -25,7 +25,7 @@ from support.server import loopback_settings
 
 
 async def _who_plays(request: web.Request) -> web.Response:
-    account_id, stream = await view_token_stream(request)
+    account_id, stream, _token_id = await view_token_stream(request)
     return web.json_response({"account": account_id, "stream": stream})
 
 
@@ -99,7 +99,7 @@ async def test_create_list_and_revoke(metered):
     }
 
     status, deleted, _ = await alice.call("DELETE", f"/api/streams/main-cam/view-tokens/{token_id}")
-    assert (status, deleted) == (200, {"id": token_id, "deleted": True})
+    assert (status, deleted) == (200, {"id": token_id, "deleted": True, "viewers_closed": 0})
     assert_error(
         *(await alice.call("DELETE", f"/api/streams/main-cam/view-tokens/{token_id}"))[:2], 404, "view_token_not_found"
     )

@@ -24,7 +24,9 @@ class EventStreamSettings:
     keepalive_s: float = 15.0
     # A client whose socket took nothing for this long is dropped (its snapshots were skipped meanwhile).
     stall_s: float = 30.0
-    # A person opens a few tabs; a script that opens streams in a loop must not take the node.
+    # A person opens a few tabs; a script that opens streams in a loop must not take the node. The
+    # node's limit is the accounts': the operator's (the admin key's) own max_per_account come on
+    # top, so no number of accounts can lock the operator out of the dashboard.
     max_per_account: int = 20
     max_per_node: int = 200
 
@@ -45,7 +47,7 @@ class EventStreams:
     @contextlib.contextmanager
     def opened(self, owner: str | None, transport: asyncio.Transport) -> Iterator[None]:
         """Holds one of the owner's places (an account id, or ADMIN) while the stream is open;
-        429 past the account's limit, 503 past the node's."""
+        429 past the account's limit, 503 past the node's (which the admin's streams are not held to)."""
         settings = self.settings
         if self._by_owner[owner] >= settings.max_per_account:
             raise ApiError(
@@ -54,7 +56,8 @@ class EventStreams:
                 f"this account has {settings.max_per_account} dashboards open already; close one first",
                 {"Retry-After": "5"},
             )
-        if len(self._transports) >= settings.max_per_node:
+        accounts_open = len(self._transports) - self._by_owner[ADMIN]
+        if owner is not ADMIN and accounts_open >= settings.max_per_node:
             raise ApiError(
                 503,
                 "event_streams_full",

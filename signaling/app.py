@@ -60,6 +60,7 @@ from signaling.routes import (
 from signaling.routes import drain as drain_routes
 from signaling.routes.faces import describe_face
 from signaling.scheduler_shares import SCHEDULER_SHARES, SchedulerShares
+from signaling.secret_headers import add_secret_headers, mask_access_log
 from signaling.settings import ServerSettings
 from signaling.shared_faces import SharedFaces
 from stream.manager import SessionManager
@@ -71,6 +72,7 @@ logger = logging.getLogger(__name__)
 def create_app(settings: ServerSettings) -> web.Application:
     """The chain is built and warmed up in the app's startup, before the socket accepts sessions."""
     quiet_bad_request_log()  # a request aiohttp cannot parse: one line, not its bytes
+    mask_access_log()  # view tokens and Bearer keys never reach the log
     node_metrics = NodeMetrics()
     app = web.Application(
         middlewares=[
@@ -88,6 +90,7 @@ def create_app(settings: ServerSettings) -> web.Application:
     app[events.EVENT_STREAMS] = EventStreams(settings.events)
     app[SCHEDULER_SHARES] = SchedulerShares()  # the operator's batch and busy shares
     app.on_shutdown.append(events.end_event_streams)
+    app.on_response_prepare.append(add_secret_headers)
     app.cleanup_ctx.append(_quota_store)
     app.cleanup_ctx.append(_pipeline_and_sessions)
     app.cleanup_ctx.append(revoked_viewers)

@@ -18,9 +18,12 @@
   const STALL_MS = 3000;
   const WATCHDOG_INTERVAL_MS = 1000;
 
-  const params = new URLSearchParams(window.location.search);
-  const token = params.get("token") || ""; // sent only as a Bearer header, never in another URL
-  document.documentElement.dataset.background = params.get("background") === "transparent" ? "transparent" : "black";
+  // The link's options, in its fragment (#token=…: never sent to a server) or, in older links, its query.
+  const query = new URLSearchParams(window.location.search);
+  const fragment = new URLSearchParams(window.location.hash.slice(1));
+  const option = (name) => fragment.get(name) ?? query.get(name);
+  const token = option("token") || ""; // sent only as a Bearer header, never in another URL
+  document.documentElement.dataset.background = option("background") === "transparent" ? "transparent" : "black";
   const streamName = decodeURIComponent(window.location.pathname.replace(/\/+$/, "").split("/").pop());
   const whepUrl = `/whep/${encodeURIComponent(streamName)}`;
 
@@ -198,7 +201,7 @@
         "unauthorized",
         token
           ? `This watch link does not play "${streamName}": its token was revoked or is for another stream. Ask for a new link.`
-          : `"${streamName}" needs a view token: open the watch link that has ?token=… in it.`,
+          : `"${streamName}" needs a view token: open the watch link that has #token=… in it.`,
       );
       retryLater(REFUSED_RETRY_MS);
     } else if (status === 429 || status === 503) { // busy: as the server asks, but not faster than the backoff

@@ -87,7 +87,8 @@ async def create_view_token(request: web.Request) -> web.Response:
     body = {
         **_describe(token),
         "token": secret,
-        "watch_url": f"/watch/{stream}?token={quote(secret)}",
+        # in the fragment: a browser sends no fragment to any server, so the token never reaches a log
+        "watch_url": f"/watch/{stream}#token={quote(secret)}",
         "whep_url": f"/whep/{stream}",
     }
     return web.json_response(body, status=201, headers={"Location": f"/api/streams/{stream}/view-tokens/{token.id}"})

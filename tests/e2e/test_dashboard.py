@@ -308,7 +308,7 @@ def test_the_streamer_sees_steers_and_ends_a_live_session(server, driver, loop_t
         tokens_before = next(s["view_tokens"] for s in streamer.get("/api/streams")["streams"] if s["stream"] == STREAM)
         driver.find_element("id", "copy-watch").click()
         url = wait_for(lambda: driver.find_element("id", "obs-url").get_attribute("data-url"), 5, "the watch URL")
-        assert url.startswith(f"{server.base_url}/watch/{STREAM}?token="), url
+        assert url.startswith(f"{server.base_url}/watch/{STREAM}#token="), url
         tokens_after = next(s["view_tokens"] for s in streamer.get("/api/streams")["streams"] if s["stream"] == STREAM)
         assert tokens_after == tokens_before + 1
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,3 +271,29 @@ def test_it_waits_for_the_stream_then_gathers_with_the_servers_stun_and_turn_fro
             ([f"stun:127.0.0.1:{unanswered}"], None, None),
             ([f"turn:127.0.0.1:{unanswered}"], "viewer", "s3cret"),
         ], configured
+
+
+def test_no_view_token_reaches_the_servers_log_or_a_referer(account: Account, tmp_path: Path):
+    """Before: each load of a watch link wrote its token into 7 access-log lines (the page's URL,
+    and the Referer of its CSS, scripts, WHEP POST and DELETE)."""
+    quiet = "nobody-live"  # nothing published: the page asks WHEP, gets 409, and keeps asking
+    link = account.view_token(quiet)
+    secret = link["token"]
+    assert link["watch_url"] == f"/watch/{quiet}#token={secret}"
+    older_link = f"/watch/{quiet}?token={secret}"
+    with browser(tmp_path / "viewer") as viewer:
+        for url in (link["watch_url"], older_link):
+            viewer.get(f"{account.server.base_url}{url}")
+            wait_for(lambda: watch_state(viewer)["lastStatus"] == 409, 15, "the page asked WHEP with the token")
+    log = account.server.log_tail(10**7)
+    assert secret not in log and secret[:12] not in log, "a view token in the server's log"
+    whep_posts = [r for r in account.server.requests(f"/whep/{quiet}") if r[0] == "POST"]
+    assert len(whep_posts) >= 2, whep_posts  # the page did send the token, as a Bearer header
+    assert f"GET /watch/{quiet}?token=*** " in log, "the older link's request line, masked"
+
+    with urllib.request.urlopen(f"{account.server.base_url}/watch/{quiet}") as page:
+        assert page.headers["Referrer-Policy"] == "no-referrer"
+        assert page.headers["X-Frame-Options"] == "DENY"
+        assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+    with urllib.request.urlopen(f"{account.server.base_url}/static/watch.js") as script:
+        assert script.headers["Referrer-Policy"] == "no-referrer"

@@ -79,7 +79,7 @@ async def test_create_list_and_revoke(metered):
     secret, token_id = created["token"], created["id"]
     assert secret.startswith("fv_") and len(secret) > 30
     assert created["stream"] == "main-cam" and created["created_at"] > 0
-    assert created["watch_url"] == f"/watch/main-cam?token={secret}"
+    assert created["watch_url"] == f"/watch/main-cam#token={secret}"
     assert created["whep_url"] == "/whep/main-cam"
     assert headers["Location"] == f"/api/streams/main-cam/view-tokens/{token_id}"
     await alice.call("POST", "/api/streams/main-cam/view-tokens")

@@ -14,6 +14,7 @@ from aiortc import RTCIceCandidate
 from signaling.app_keys import SETTINGS
 from signaling.errors import ApiError
 from signaling.request_body import JSON_BODY_TIMEOUT_S
+from stream.errors import TooManyCandidates, TooManyPatches, TrickleTooLate
 from stream.ice import allowed_remote_networks, ice_server
 from stream.published_streams import STREAM_NAME_RULE, is_stream_name
 from stream.sdp import MAX_SDP_CHARS, InvalidSdp
@@ -100,7 +101,7 @@ async def trickle(
     if if_match is None:
         raise ApiError(428, "precondition_required", "send If-Match with the ETag the POST answered")
     text = await body_text(request, TRICKLE_FRAGMENT, MAX_FRAGMENT_CHARS)
-    if if_match.strip() not in ("*", resource_etag):
+    if not if_match_holds(if_match, resource_etag):
         raise ApiError(412, "precondition_failed", "If-Match is not this session's ETag: the ICE session has changed")
     try:
         fragment = parse_trickle_fragment(text, allowed_remote_networks(request.app[SETTINGS].stream.ice))
@@ -113,5 +114,19 @@ async def trickle(
         raise ApiError(
             422, "ice_restart_unsupported", "this server cannot restart ICE: end the session (DELETE) and start again"
         )
-    await add_candidates(fragment.candidates, fragment.end)
+    try:
+        await add_candidates(fragment.candidates, fragment.end)
+    except TooManyCandidates as exc:
+        raise ApiError(400, exc.code, str(exc)) from exc
+    except TooManyPatches as exc:
+        raise ApiError(429, exc.code, str(exc)) from exc
+    except TrickleTooLate as exc:
+        raise ApiError(409, exc.code, str(exc)) from exc
     return web.Response(status=204, headers={"ETag": resource_etag})
+
+
+def if_match_holds(if_match: str, resource_etag: str) -> bool:
+    """RFC 9110 13.1.1: `*`, or a comma-separated list of entity tags one of which is this one
+    (strong comparison: a weak tag never matches)."""
+    tags = [tag.strip() for tag in if_match.split(",")]
+    return "*" in tags or resource_etag in tags

@@ -15,6 +15,26 @@ class UnsupportedCodec(InvalidOffer):
     code = "unsupported_codec"
 
 
+class TooManyCandidates(InvalidOffer):
+    """More remote ICE candidates than one connection may name (offered and trickled together)."""
+
+    code = "too_many_candidates"
+
+
+class TrickleRefused(StreamError):
+    """A trickle PATCH the connection takes no more of: too many, or past its connect deadline."""
+
+    code = "trickle_refused"
+
+
+class TooManyPatches(TrickleRefused):
+    code = "too_many_patches"
+
+
+class TrickleTooLate(TrickleRefused):
+    code = "trickle_too_late"
+
+
 class TooManySessions(StreamError):
     code = "too_many_sessions"
 

@@ -9,6 +9,7 @@ address to advertise behind 1:1 NAT, and no third-party servers unless asked.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from stream.aiortc_internals import (
     gatherer_connection,
     gathering_addresses,
     guard_incoming_checks,
+    machine_host_addresses,
     parse_stun_turn_uri,
     publish_candidates,
 )
@@ -35,6 +37,16 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 ANY_NETWORKS = ("0.0.0.0/0", "::/0")
+# Address ranges that are not the public internet (IANA's special-purpose registries): a server
+# that tried any candidate a peer offered would send STUN into its own host or network on that
+# peer's word (an offer of 300 candidates 127.0.x.y made one node send 4,200 binding requests).
+SPECIAL_NETWORKS = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+    "224.0.0.0/4", "240.0.0.0/4",
+    "::/128", "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001:db8::/32",
+    "fc00::/7", "fe80::/10", "ff00::/8",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,8 @@ class IceSettings:
         "turn:user:pass@host:3478?transport=tcp". aiortc uses at most one STUN
         and one TURN server (the first of each).
     allowed_remote: CIDRs remote candidates must fall in; None derives it from
-        hosts (all loopback -> loopback only, else anything).
+        hosts (all loopback -> loopback only, else the public internet and the
+        hosts' own special ranges: allowed_remote_networks).
     """
 
     hosts: tuple[str, ...] = ()
@@ -126,14 +139,41 @@ def rtc_configuration(settings: IceSettings) -> RTCConfiguration:
 
 
 def allowed_remote_networks(settings: IceSettings) -> list[IPNetwork]:
-    """Networks remote candidates must belong to."""
+    """Networks remote candidates must belong to: --ice-allow-remote; by default loopback when
+    every ICE host is loopback, else the public internet and the special ranges (a LAN, loopback)
+    that hold one of the server's own ICE addresses: a LAN server still takes its LAN's peers."""
+    return list(_allowed_remote_networks(settings))
+
+
+@functools.lru_cache(maxsize=16)
+def _allowed_remote_networks(settings: IceSettings) -> tuple[IPNetwork, ...]:
     if settings.allowed_remote is not None:
-        cidrs: tuple[str, ...] = settings.allowed_remote
-    elif settings.hosts and all(ipaddress.ip_address(host).is_loopback for host in settings.hosts):
-        cidrs = LOOPBACK_NETWORKS
-    else:
-        cidrs = ANY_NETWORKS
-    return [ipaddress.ip_network(cidr, strict=False) for cidr in cidrs]
+        return tuple(ipaddress.ip_network(cidr, strict=False) for cidr in settings.allowed_remote)
+    if settings.hosts and all(ipaddress.ip_address(host).is_loopback for host in settings.hosts):
+        return tuple(ipaddress.ip_network(cidr) for cidr in LOOPBACK_NETWORKS)
+    own = [ipaddress.ip_address(host.split("%", 1)[0]) for host in settings.hosts or machine_host_addresses()]
+    special = [ipaddress.ip_network(cidr) for cidr in SPECIAL_NETWORKS]
+    own_ranges = [network for network in special if any(address in network for address in own)]
+    return (*_public_networks(), *own_ranges)
+
+
+@functools.cache
+def _public_networks() -> tuple[IPNetwork, ...]:
+    """Every address outside SPECIAL_NETWORKS, as a list of networks."""
+    public: list[IPNetwork] = []
+    for everything in ANY_NETWORKS:
+        remaining = [ipaddress.ip_network(everything)]
+        for cidr in SPECIAL_NETWORKS:
+            special = ipaddress.ip_network(cidr)
+            if special.version != remaining[0].version:
+                continue
+            remaining = [
+                part
+                for network in remaining
+                for part in (network.address_exclude(special) if special.subnet_of(network) else [network])
+            ]
+        public += remaining
+    return tuple(public)
 
 
 def refuse_outside_checks(pc: RTCPeerConnection, settings: IceSettings) -> None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from stream.errors import InvalidOffer, UnsupportedCodec
+from stream.errors import InvalidOffer, TooManyCandidates, UnsupportedCodec
 from stream.ice import IceSettings, allowed_remote_networks
 from stream.sdp import InvalidSdp, NoSupportedVideoCodec, filter_remote_candidates, parse_offer
+from stream.trickle import MAX_REMOTE_CANDIDATES, candidate_count
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,10 @@ def checked_offer(offer_sdp: str, ice: IceSettings, *, viewer: bool = False) -> 
         raise UnsupportedCodec(str(exc)) from exc
     except InvalidSdp as exc:
         raise InvalidOffer(str(exc)) from exc
+    if (offered := candidate_count(filtered)) > MAX_REMOTE_CANDIDATES:
+        raise TooManyCandidates(
+            f"the offer names {offered} ICE candidates this server could try; {MAX_REMOTE_CANDIDATES} at most"
+        )
     if dropped:
         logger.info("dropped %d offered candidates outside the allowed networks", dropped)
         if "a=candidate:" not in filtered:

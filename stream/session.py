@@ -41,7 +41,7 @@ from stream.receiver_tuning import tune_receiver
 from stream.settings import StreamSettings
 from stream.stats import SessionStats
 from stream.swap_options import SWAP_KEYS, checked_swap_options
-from stream.trickle import add_trickled_candidates
+from stream.trickle import TrickleBudget, add_trickled_candidates, candidate_count
 from stream.webrtc_counts import WebrtcCounts
 
 logger = logging.getLogger(__name__)
@@ -119,6 +119,7 @@ class Session:
         self._closed = asyncio.Event()
         self._close_started = False
         self._negotiated = asyncio.Event()  # clear while accept() runs: close() lets it finish first
+        self._trickle = TrickleBudget(0, settings.idle_timeout_s)  # the offer's own count once accepted
         self._negotiated.set()
         self._in_runner = False  # registered with the runner (after negotiation)
 
@@ -127,6 +128,7 @@ class Session:
         """Applies the client's offer (checked by offer_check.checked_offer); returns the answer SDP.
         Raises InvalidOffer, or SessionClosedEarly when the session is closed meanwhile."""
         self._negotiated.clear()
+        self._trickle = TrickleBudget(candidate_count(offer_sdp), self._settings.idle_timeout_s)
         try:
             return await self._negotiate(offer_sdp)
         finally:
@@ -189,7 +191,9 @@ class Session:
         return {**self.options, "face_id": self.face_id}
 
     async def add_remote_candidates(self, candidates: list[RTCIceCandidate], end: bool) -> None:
-        """Trickled candidates (WHIP's PATCH); `end`: no more will come."""
+        """Trickled candidates (WHIP's PATCH); `end`: no more will come. Raises TrickleRefused or
+        TooManyCandidates past the connection's allowance (stream/trickle.py)."""
+        self._trickle.take(len(candidates))
         await add_trickled_candidates(self._pc, candidates, end, closed=lambda: self._close_started)
 
     # -- tracks and channel ----------------------------------------------------------

@@ -3,17 +3,24 @@ the sender's ICE credentials, its new candidates per media section, and whether 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from aioice import Candidate
 from aiortc import RTCIceCandidate, RTCPeerConnection
 
+from stream.errors import TooManyCandidates, TooManyPatches, TrickleTooLate
 from stream.ice import IPNetwork
 from stream.sdp import InvalidSdp, filter_remote_candidates
 
 # A fragment carries a few candidates; anything far larger is not one.
 MAX_FRAGMENT_CHARS = 16 * 1024
+# What one connection may ask of this server's ICE agent: each remote candidate is a STUN check
+# it sends (and retransmits), at an address the peer chose. A browser offers 2-10 candidates and
+# trickles them in a handful of PATCHes; 300 candidates made a node send 4,200 binding requests.
+MAX_REMOTE_CANDIDATES = 20
+MAX_TRICKLE_PATCHES = 20
 
 
 @dataclass
@@ -88,3 +95,34 @@ async def add_trickled_candidates(
         await pc.addIceCandidate(candidate)
     if end and not closed():
         await pc.addIceCandidate(None)
+
+
+def candidate_count(sdp: str) -> int:
+    return sum(1 for line in sdp.splitlines() if line.strip().startswith("a=candidate:"))
+
+
+class TrickleBudget:
+    """One connection's allowance of remote candidates and trickle PATCHes, and its deadline:
+    after `deadline_s` (the connect deadline) it takes no more candidates."""
+
+    def __init__(self, offered: int, deadline_s: float) -> None:
+        self.candidates = offered
+        self.patches = 0
+        self._deadline = time.monotonic() + deadline_s
+        self._deadline_s = deadline_s
+
+    def take(self, candidates: int) -> None:
+        """Counts one PATCH of `candidates` more; raises the TrickleRefused or TooManyCandidates
+        that applies (counting nothing then)."""
+        if time.monotonic() > self._deadline:
+            raise TrickleTooLate(
+                f"candidates are taken for {self._deadline_s:g} s after the answer; this connection's time is past"
+            )
+        if self.patches >= MAX_TRICKLE_PATCHES:
+            raise TooManyPatches(f"a connection takes {MAX_TRICKLE_PATCHES} trickle PATCHes at most")
+        if self.candidates + candidates > MAX_REMOTE_CANDIDATES:
+            raise TooManyCandidates(
+                f"a connection may name {MAX_REMOTE_CANDIDATES} remote candidates at most; it has {self.candidates}"
+            )
+        self.patches += 1
+        self.candidates += candidates

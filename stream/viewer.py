@@ -23,7 +23,7 @@ from stream.peer_close import close_peer
 from stream.processed_track import ProcessedTrack
 from stream.sdp import ice_credentials
 from stream.session import Session
-from stream.trickle import add_trickled_candidates
+from stream.trickle import TrickleBudget, add_trickled_candidates, candidate_count
 from stream.webrtc_counts import WebrtcCounts
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ class Viewer:
         self._close_started = False
         self._closed = asyncio.Event()
         self._connect_deadline: asyncio.Task[None] | None = None
+        self._trickle = TrickleBudget(0, self._settings.idle_timeout_s)  # the offer's own count once accepted
         self.webrtc = WebrtcCounts()  # for the node's metrics
 
     @property
@@ -73,6 +74,7 @@ class Viewer:
         """Applies a checked viewer offer (offer_check.checked_offer, viewer=True); returns the answer."""
         self.state = "connecting"
         self.ice_ufrag, self.ice_pwd = ice_credentials(offer_sdp)
+        self._trickle = TrickleBudget(candidate_count(offer_sdp), self._settings.idle_timeout_s)
         self._pc.on("connectionstatechange", self._on_connection_state)
         await apply_offer(self._pc, offer_sdp, self._refuse_if_closed)
         refuse_outside_checks(self._pc, self._settings.ice)
@@ -98,6 +100,7 @@ class Viewer:
             raise SessionClosedEarly(f"the viewer was closed ({self.close_reason}) while its offer was being answered")
 
     async def add_remote_candidates(self, candidates: list[RTCIceCandidate], end: bool) -> None:
+        self._trickle.take(len(candidates))  # TrickleRefused or TooManyCandidates past its allowance
         await add_trickled_candidates(self._pc, candidates, end, closed=lambda: self._close_started)
 
     def _frame_sent(self, result: FrameResult, now: float) -> None:

@@ -80,6 +80,7 @@ from .ice import (  # noqa: E402
     gatherer_connection,
     gathering_addresses,
     guard_incoming_checks,
+    machine_host_addresses,
     parse_stun_turn_uri,
     publish_candidates,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "gathering_addresses",
     "guard_incoming_checks",
     "jitter_buffer",
+    "machine_host_addresses",
     "negotiated_codecs",
     "parse_sdp",
     "parse_stun_turn_uri",

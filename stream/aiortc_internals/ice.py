@@ -23,6 +23,7 @@ __all__ = [
     "gatherer_connection",
     "gathering_addresses",
     "guard_incoming_checks",
+    "machine_host_addresses",
     "parse_stun_turn_uri",
     "publish_candidates",
 ]
@@ -58,6 +59,11 @@ def claim_gathering(connection: Connection) -> bool:
         return False
     connection._local_candidates_start = True
     return True
+
+
+def machine_host_addresses() -> list[str]:
+    """The addresses aioice gathers on when given none: every interface's but loopback."""
+    return get_host_addresses(use_ipv4=True, use_ipv6=True)
 
 
 def gathering_addresses(connection: Connection, hosts: list[str]) -> list[str]:

@@ -13,6 +13,7 @@ from aiortc import RTCPeerConnection
 from stream.aiortc_internals import gatherer_connection
 from stream.ice import (
     IceSettings,
+    address_allowed,
     allowed_remote_networks,
     restrict_gathering,
     rtc_configuration,
@@ -86,9 +87,12 @@ def test_allowed_remote_derived_from_loopback_hosts() -> None:
     assert allowed_remote_networks(both) == networks("127.0.0.0/8", "::1/128")
 
 
-def test_allowed_remote_open_for_other_hosts() -> None:
-    for settings in (IceSettings(), IceSettings(hosts=("127.0.0.1", "10.1.2.3"))):
-        assert allowed_remote_networks(settings) == networks("0.0.0.0/0", "::/0")
+def test_allowed_remote_for_other_hosts_is_the_public_internet_and_the_hosts_own_ranges() -> None:
+    mixed = allowed_remote_networks(IceSettings(hosts=("127.0.0.1", "10.1.2.3")))
+    for host, allowed in (("8.8.8.8", True), ("127.0.0.9", True), ("10.9.9.9", True), ("192.168.0.1", False)):
+        assert address_allowed(host, mixed) == allowed, host
+    every_interface = allowed_remote_networks(IceSettings())  # this machine's own ranges, and public
+    assert address_allowed("8.8.8.8", every_interface) and not address_allowed("127.0.0.1", every_interface)
 
 
 def test_allowed_remote_explicit() -> None:

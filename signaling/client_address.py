@@ -73,7 +73,7 @@ def client_address(request: web.Request) -> IpAddress | None:
         that proxy says it forwarded for (X-Forwarded-For, read from the right: each trusted hop
         appends the address it got the request from, and whatever lies left of the first untrusted
         one is the client's to write). None when a trusted proxy names no client or something that is
-    no address."""
+    no address, and when every hop is a trusted proxy's (a proxy's address is never the client's)."""
     trusted = _trusted(request)
     address = parse_address(request.remote)
     if not _is_trusted(address, trusted):
@@ -85,6 +85,8 @@ def client_address(request: web.Request) -> IpAddress | None:
         address = parse_address(hops.pop())
         if address is None:
             return None  # not an address where a trusted proxy wrote one: unknown, so trusted for nothing
+    if _is_trusted(address, trusted):
+        return None  # every hop a trusted proxy's: the client cannot be told from a proxy, so it is nobody
     return address
 
 

@@ -53,16 +53,17 @@
     tier: byId("stat-tier"),
   };
 
-  // The API key (empty on a local server) goes with every request; kept for the next visit.
+  // The API key (empty on a local server) goes with every request; kept in this tab only
+  // (sessionStorage, as the dashboard): a key left in localStorage outlives the visit and the tab.
   const API_KEY_STORAGE = "facefuse.apiKey";
   try {
-    ui.apiKey.value = window.localStorage.getItem(API_KEY_STORAGE) || "";
+    ui.apiKey.value = window.sessionStorage.getItem(API_KEY_STORAGE) || "";
   } catch (_) {
     // storage may be disabled: the field still works for this visit
   }
   ui.apiKey.addEventListener("change", () => {
     try {
-      window.localStorage.setItem(API_KEY_STORAGE, ui.apiKey.value.trim());
+      window.sessionStorage.setItem(API_KEY_STORAGE, ui.apiKey.value.trim());
     } catch (_) {
       // ignored: see above
     }

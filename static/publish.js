@@ -12,7 +12,7 @@
   const DELETE_WAIT_MS = 2000;
   const VIDEO_CONSTRAINTS = { width: { ideal: 640 }, height: { ideal: 480 }, frameRate: { ideal: 30 } };
   const STREAM_NAME = /^[A-Za-z0-9_-]{1,64}$/; // the server's rule for stream names
-  const API_KEY_STORAGE = "facefuse.apiKey"; // shared with the camera page: one key per browser
+  const API_KEY_STORAGE = "facefuse.apiKey"; // shared with the camera page, in this tab only (sessionStorage)
 
   const byId = (id) => document.getElementById(id);
   const ui = {
@@ -53,13 +53,13 @@
   }
 
   try {
-    ui.apiKey.value = window.localStorage.getItem(API_KEY_STORAGE) || "";
+    ui.apiKey.value = window.sessionStorage.getItem(API_KEY_STORAGE) || "";
   } catch (_) {
     // storage may be disabled: the field still works for this visit
   }
   ui.apiKey.addEventListener("change", () => {
     try {
-      window.localStorage.setItem(API_KEY_STORAGE, ui.apiKey.value.trim());
+      window.sessionStorage.setItem(API_KEY_STORAGE, ui.apiKey.value.trim());
     } catch (_) {
       // ignored: see above
     }

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 
 # Browser offers are a few KiB; anything far larger is not worth parsing.
-MAX_SDP_CHARS = 128 * 1024
+MAX_SDP_CHARS = 64 * 1024  # 65,536: one limit for /api/offer, WHIP and WHEP (docs/api.md)
 
 # Codecs whose fmtp lines get Chrome's bitrate hints.
 BITRATE_HINT_CODECS = ("vp8", "h264")

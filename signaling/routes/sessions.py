@@ -19,11 +19,11 @@ from signaling.cluster.routing import (
 from signaling.errors import ApiError
 from signaling.request_body import json_object
 from stream.published_streams import STREAM_NAME_RULE, is_stream_name
+from stream.sdp import MAX_SDP_CHARS
 from stream.swap_options import checked_swap_options
 
 routes = web.RouteTableDef()
 
-MAX_SDP_CHARS = 64 * 1024
 
 
 def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, object], str | None]:

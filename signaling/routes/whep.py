@@ -65,7 +65,8 @@ async def play(request: web.Request) -> web.Response:
         raise ApiError(422, exc.code, str(exc)) from exc
     response = created(answer, f"/whep/{stream}/{viewer.id}", _etag(viewer), request)
     response.headers["X-Facefuse-Viewer"] = viewer.id
-    response.headers["X-Facefuse-Session"] = viewer.session.id
+    if token_id is None:  # the publisher's session id is the owner's to know, not a token holder's
+        response.headers["X-Facefuse-Session"] = viewer.session.id
     return response
 
 
@@ -77,10 +78,12 @@ async def whep_trickle(request: web.Request) -> web.Response:
 
 @routes.delete("/whep/{stream}/{viewer_id}")
 async def stop_playing(request: web.Request) -> web.Response:
-    account_id, stream, _token_id = await view_token_stream(request)
+    account_id, stream, token_id = await view_token_stream(request)
     ended = request.app[SESSIONS].recently_ended.find(request.match_info["viewer_id"], account_id, stream)
-    if ended is not None:  # its connection (or its stream) ended first
-        return web.json_response(ended)
-    viewer = await _viewer(request)
-    await viewer.close("ended by its WHEP client")
-    return web.json_response(viewer.snapshot())
+    if ended is None:  # else its connection (or its stream) ended first
+        viewer = await _viewer(request)
+        await viewer.close("ended by its WHEP client")
+        ended = viewer.snapshot()
+    if token_id is not None:  # as in the 201: the publisher's session id is not a token holder's to know
+        ended = {key: value for key, value in ended.items() if key != "session_id"}
+    return web.json_response(ended)

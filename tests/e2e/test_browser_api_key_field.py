@@ -48,3 +48,17 @@ def test_a_server_with_accounts_asks_for_the_key(driver, tmp_path: Path):
     with served(tmp_path / "keyed.log", chain="passthrough", extra_args=("--admin-key", ADMIN)) as server:
         assert http_json("GET", f"{server.base_url}/healthz")[1]["local_account"] is False
         assert field_after_the_page_asked(driver, server.base_url) == (True, "false")
+
+
+def test_the_key_typed_in_is_kept_in_this_tab_only(driver, tmp_path: Path):
+    """Before: the camera and publish pages kept it in localStorage, where it outlived the tab."""
+    with served(tmp_path / "keyed.log", chain="passthrough", extra_args=("--admin-key", ADMIN)) as server:
+        for page in ("/", "/publish"):
+            driver.get(server.base_url + page)
+            field = wait_for(lambda: driver.find_element("id", "api-key"), 10, "the API-key field")
+            field.clear()
+            field.send_keys("ff_typed-in-key")
+            driver.execute_script("arguments[0].dispatchEvent(new Event('change'));", field)
+            kept = driver.execute_script("return [sessionStorage.getItem('facefuse.apiKey'), localStorage.length];")
+            assert kept == ["ff_typed-in-key", 0], (page, kept)
+            driver.execute_script("sessionStorage.clear();")

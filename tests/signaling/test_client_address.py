@@ -50,7 +50,9 @@ LOCAL_PROXY = ("127.0.0.1/32",)
         ("203.0.113.5", xff("127.0.0.1"), (), "203.0.113.5"),  # anyone can write the header: ignored
         ("127.0.0.1", xff("203.0.113.5"), (), "127.0.0.1"),  # a proxy nobody declared: ignored too
         ("127.0.0.1", xff("203.0.113.5"), LOCAL_PROXY, "203.0.113.5"),
-        ("127.0.0.1", xff("127.0.0.1"), LOCAL_PROXY, "127.0.0.1"),  # a browser on the proxy's machine
+        # every hop a trusted proxy's: a proxy's address is never the client's (before: 127.0.0.1, local)
+        ("127.0.0.1", xff("127.0.0.1"), LOCAL_PROXY, None),
+        ("127.0.0.1", xff("10.0.0.3, 10.0.0.2"), ("127.0.0.1/32", "10.0.0.0/8"), None),
         ("127.0.0.1", [], LOCAL_PROXY, None),  # the proxy's own address is not the client's
         ("127.0.0.1", xff("10.9.9.9, 203.0.113.5"), LOCAL_PROXY, "203.0.113.5"),  # the left part is the client's
         ("127.0.0.1", xff("198.51.100.7, 10.0.0.2"), ("127.0.0.1/32", "10.0.0.0/8"), "198.51.100.7"),  # two hops
@@ -87,7 +89,7 @@ def test_the_scheme_a_trusted_proxy_says(peer, proto, trusted, scheme):
         ("127.0.0.1", [], (), True),
         ("::1", [], (), True),
         ("127.0.0.1", xff("203.0.113.5"), LOCAL_PROXY, False),
-        ("127.0.0.1", xff("127.0.0.1"), LOCAL_PROXY, True),
+        ("127.0.0.1", xff("127.0.0.1"), LOCAL_PROXY, False),  # a trusted hop's address: not told from the proxy
         ("127.0.0.1", [], LOCAL_PROXY, False),
         # a proxy on this machine that nobody declared: it passes on someone's request, whoever's it is
         ("127.0.0.1", xff("127.0.0.1"), (), False),
@@ -124,7 +126,7 @@ async def test_local_mode_is_not_reachable_through_a_proxy_on_this_machine():
         assert status == 403 and body["error"]["code"] == "local_only", body
         assert "203.0.113.5" in body["error"]["message"] and "admin key" in body["error"]["message"]
         status, _ = await answer(url, "GET", "/api/sessions", headers={"X-Forwarded-For": "127.0.0.1"})
-        assert status == 200  # a browser on this machine through the proxy
+        assert status == 403  # every hop the trusted proxy's own address: nobody known, so not this machine
         status, _ = await answer(url, "GET", "/api/sessions")
         assert status == 403  # from the proxy itself, for nobody named
     async with running_server(with_http()) as (url, _app):  # a proxy nobody declared

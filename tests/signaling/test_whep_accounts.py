@@ -34,6 +34,7 @@ async def test_view_tokens_play_only_their_stream_and_never_publish_or_read_the_
                     token = (await response.json())["token"]
                 async with whep_viewer(http, f"{url}/whep/cam", token=token) as viewer:
                     assert viewer.status == 201, viewer.body
+                    assert "X-Facefuse-Session" not in viewer.headers, "the publisher's session id is the owner's"
                     await wait_until(lambda: viewer.video_frames >= 3, timeout=15)
                     async with http.get(f"{url}/api/streams", headers=as_alice) as response:
                         (stream,) = (await response.json())["streams"]
@@ -45,6 +46,7 @@ async def test_view_tokens_play_only_their_stream_and_never_publish_or_read_the_
                     assert elsewhere.status == 401, elsewhere.body  # another stream's name
                 async with whep_viewer(http, f"{url}/whep/cam", token=alice) as with_key:
                     assert with_key.status == 201, with_key.body  # the account's own key plays its own stream
+                    assert with_key.headers["X-Facefuse-Session"] == publisher.headers["X-Facefuse-Session"]
                 async with whep_viewer(http, f"{url}/whep/cam", token=bob) as other_account:
                     assert other_account.status == 409, other_account.body  # bob publishes no "cam"
                 as_viewer = {"Authorization": f"Bearer {token}"}

@@ -131,6 +131,7 @@ def _with_video_codec_line(sdp: str, old: str, new: str) -> str:
         ("/whip/show", "application/sdp", "not an sdp", (400, "invalid_sdp")),
         ("/whip/show", "application/sdp", "audio only", (400, "invalid_sdp")),
         ("/whip/show", "application/sdp", "high profile", (422, "unsupported_codec")),
+        ("/whip/show", "application/sdp", "offer past 65,536 characters", (400, "invalid_sdp")),  # was 131,072
         ("/whip/show?face_id=nope", "application/sdp", "offer", (404, "face_not_found")),
         ("/whip/show?fps=60", "application/sdp", "offer", (400, "invalid_query")),
         ("/whip/show?swap=some", "application/sdp", "offer", (400, "invalid_body")),
@@ -152,6 +153,8 @@ async def test_refusals(server, path, content_type, body, expected):
         body = _with_video_codec_line(sdp, "profile-level-id=42e01f", HIGH_PROFILE)
     elif body == "offer":
         body = sdp
+    elif body == "offer past 65,536 characters":
+        body = sdp + "a=x-padding:" + "x" * (65_536 - len(sdp)) + "\r\n"
     async with http.post(url + path, data=body.encode(), headers={"Content-Type": content_type}) as response:
         status, code = await error_of(response)
         message = (await response.json())["error"]["message"]

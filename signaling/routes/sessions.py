@@ -25,7 +25,6 @@ from stream.swap_options import checked_swap_options
 routes = web.RouteTableDef()
 
 
-
 def _parse_offer_body(body: dict[str, Any]) -> tuple[str, str | None, dict[str, object], str | None]:
     sdp, kind, face_id, options = body.get("sdp"), body.get("type"), body.get("face_id"), body.get("options", {})
     if kind != "offer":

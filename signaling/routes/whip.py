@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from quota.errors import NothingToSpend
 from quota.stream_meter import stream_meters
 from signaling.app_keys import ACCOUNTS, CLUSTER, FACES, LATE_RETURNS, SESSIONS, SETTINGS
 from signaling.auth import current_account
@@ -17,6 +18,7 @@ from signaling.cluster.routing import end_publication_elsewhere, place_new_sessi
 from signaling.errors import ApiError
 from signaling.webrtc_http import SDP, created, etag, offer_text, stream_name, trickle
 from stream.errors import UnsupportedCodec
+from stream.offer_check import checked_offer
 from stream.published_streams import Publication
 from stream.session import Session
 from stream.swap_options import SWAP_KEYS, checked_swap_options
@@ -82,6 +84,14 @@ async def publish(request: web.Request) -> web.Response:
     make_meter = stream_meters(
         request.app[ACCOUNTS].store, account.id, quota.tier(account.tier), quota, request.app[LATE_RETURNS]
     )
+    # before any publisher of the name is replaced, here or on another node: an offer that cannot
+    # be answered, or an account with nothing to spend, must leave the live one alone
+    try:
+        checked_offer(offer_sdp, request.app[SETTINGS].stream.ice)
+    except UnsupportedCodec as exc:  # well formed, but nothing we can decode: the client must change its encoder
+        raise ApiError(422, exc.code, str(exc)) from exc
+    if not request.app[SETTINGS].local_mode and (await request.app[ACCOUNTS].get(account.id)).balance <= 0:
+        raise NothingToSpend("no tokens left: add tokens before publishing")
     await end_publication_elsewhere(request, account.id, stream)
     try:
         session, answer = await request.app[SESSIONS].open(

@@ -33,6 +33,7 @@ from signaling.app_keys import (
     SHARED_FACES,
 )
 from signaling.bad_request_log import quiet_bad_request_log
+from signaling.cluster.hop_check import verified_hops
 from signaling.cluster.startup import cluster_node
 from signaling.cors import cors_for_allowed_origins
 from signaling.drain import Drain
@@ -80,6 +81,7 @@ def create_app(settings: ServerSettings) -> web.Application:
             cors_for_allowed_origins(settings.http.allowed_origins),
             json_errors,
             host_and_origin_check(settings),
+            verified_hops,  # X-Facefuse-Forwarded-By: a node's signed hop, or 403
         ]
     )
     app[SETTINGS] = settings

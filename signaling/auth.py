@@ -12,6 +12,7 @@ from quota.accounts import LOCAL_ACCOUNT
 from quota.store import Account
 from quota.view_tokens import ViewTokens, checked_stream_name, looks_like_view_token
 from signaling.app_keys import ACCOUNTS, SETTINGS
+from signaling.cluster.hops import ADMIN_CALLER, CALLER, NOBODY, hop_of
 from signaling.errors import ApiError
 
 
@@ -35,10 +36,19 @@ async def current_account(request: web.Request) -> Account:
     accounts = request.app[ACCOUNTS]
     if request.app[SETTINGS].local_mode:
         return await accounts.get(LOCAL_ACCOUNT)
-    api_key = _bearer(request)
-    if looks_like_view_token(api_key):
-        raise _unauthorized("a view token only plays its one stream (WHEP, the watch page); the API needs an API key")
-    return await accounts.authenticate(api_key)
+    if (hop := hop_of(request)) is not None:  # another node authenticated the caller (cluster/hops.py)
+        if hop.caller in (ADMIN_CALLER, NOBODY):
+            raise _unauthorized("the forwarding node vouched for no account")
+        account = await accounts.get(hop.caller)
+    else:
+        api_key = _bearer(request)
+        if looks_like_view_token(api_key):
+            raise _unauthorized(
+                "a view token only plays its one stream (WHEP, the watch page); the API needs an API key"
+            )
+        account = await accounts.authenticate(api_key)
+    request[CALLER] = account.id
+    return account
 
 
 class PlayCredential(NamedTuple):
@@ -77,5 +87,11 @@ def require_admin(request: web.Request) -> None:
     admin_key = request.app[SETTINGS].quota.admin_key
     if admin_key is None:
         raise ApiError(403, "forbidden", "the admin API is off: start the server with --admin-key")
-    if not hmac.compare_digest(_bearer(request).encode(), admin_key.encode()):
+    if (hop := hop_of(request)) is not None:  # another node checked the admin key (cluster/hops.py)
+        if hop.caller != ADMIN_CALLER:
+            raise ApiError(
+                401, "unauthorized", "the forwarding node vouched for no admin", {"WWW-Authenticate": "Bearer"}
+            )
+    elif not hmac.compare_digest(_bearer(request).encode(), admin_key.encode()):
         raise ApiError(401, "unauthorized", "the admin key is not valid", {"WWW-Authenticate": "Bearer"})
+    request[CALLER] = ADMIN_CALLER

@@ -180,6 +180,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _add_setting(tls, "--tls-key", HttpSettings, "tls_key", type=Path)
     _add_switch(tls, "--tls-self-signed", help=_help(HttpSettings, "tls_self_signed"))
     _add_setting(network, "--advertise-url", ClusterSettings, "advertise_url")
+    _add_setting(network, "--cluster-secret", ClusterSettings, "hop_secret", secret=True)
 
     chain = serve.add_argument_group("chain")
     _add_setting(chain, "--chain", PipelineSettings, "chain")
@@ -333,7 +334,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             **quota_file,
             **_quota_numbers(_many(args, "--quota-setting")),
         ),
-        cluster=ClusterSettings(advertise_url=args.advertise_url or None),
+        cluster=ClusterSettings(advertise_url=args.advertise_url or None, hop_secret=args.cluster_secret or None),
     )
 
 

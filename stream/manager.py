@@ -70,8 +70,7 @@ class SessionManager:
         account's earlier session of that name ("replaced"): before the new
         lease, so a reconnecting publisher is not refused by its own old session.
         """
-        if self.draining:
-            raise NodeDraining("this server is restarting and takes no new sessions; try again in a few seconds")
+        self.refuse_if_draining()
         offer_sdp = checked_offer(offer_sdp, self._settings.ice)  # InvalidOffer before a lease is opened
         if stream is not None:
             await self._end_publication(self.streams.find(account_id, stream))
@@ -106,6 +105,10 @@ class SessionManager:
             # another publisher of the name may have been answered while this one negotiated
             await self._end_publication(self.streams.publish(Publication(account_id, stream, session.id, ufrag, pwd)))
         return session, answer
+
+    def refuse_if_draining(self) -> None:
+        if self.draining:
+            raise NodeDraining("this server is restarting and takes no new sessions; try again in a few seconds")
 
     async def open_viewer(
         self, offer_sdp: str, *, account_id: str | None, stream: str, token_id: str | None = None

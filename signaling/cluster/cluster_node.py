@@ -51,6 +51,7 @@ class ClusterNode:
         runner: BatchRunner,
         device: str,
         capacity: int,
+        hop_secret: str,
     ) -> None:
         self.id = node_id
         self.url = url
@@ -67,6 +68,7 @@ class ClusterNode:
         self._last_beat: tuple[float, int] | None = None  # (monotonic time, the runner's batches then)
         self._busy_share: float | None = None
         self.http: aiohttp.ClientSession | None = None  # forwarded requests
+        self.hop_secret = hop_secret  # signs and checks forwarded requests (signaling/cluster/hops.py)
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:

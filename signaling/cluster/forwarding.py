@@ -3,49 +3,60 @@
 The JSON API is forwarded (this node asks the owner and relays its answer): its callers are
 scripts and pages that would not all follow a 307 with a body, and a 307 would send the caller's
 API key to another origin. WHIP/WHEP resources get a 307 to the owner instead, as RFC 9725 says.
-A forwarded request carries FORWARDED_BY, and is never forwarded again: no loops between nodes
-whose directories disagree for a heartbeat.
+A forwarded request carries a signed hop naming its caller instead of the caller's key
+(signaling/cluster/hops.py), and is never forwarded again: no loops between nodes whose
+directories disagree for a heartbeat.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import aiohttp
 from aiohttp import web
 
+from signaling.cluster.hops import CALLER, FORWARDED_BY, NOBODY, hop_of, signed_hop
 from signaling.cluster.node_registry import NodeRecord
 from signaling.errors import ApiError
 
-FORWARDED_BY = "X-Facefuse-Forwarded-By"
+if TYPE_CHECKING:
+    from signaling.cluster.cluster_node import ClusterNode
+
 # The owner answers these from memory; a node that takes longer is in trouble, not busy.
 FORWARD_TIMEOUT_S = 5.0
-# What a forwarded request carries of the caller's: who it is and what its body is.
-_PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
+# What a forwarded request carries of the caller's: what its body is. Never its credential: the
+# signed hop names the caller (signaling/cluster/hops.py).
+_PASSED_HEADERS = ("Content-Type", "Accept")
 # What the owner's answer carries back besides its body: when to retry, how to authenticate, caching.
 _RETURNED_HEADERS = ("Retry-After", "WWW-Authenticate", "Cache-Control")
 
 
 def is_forwarded(request: web.Request) -> bool:
-    return FORWARDED_BY in request.headers
+    """Sent by another node of the cluster, with a verified signature (signaling/cluster/hop_check.py)."""
+    return hop_of(request) is not None
 
 
-def forward_headers(request: web.Request, node_id: str) -> dict[str, str]:
+def forward_headers(request: web.Request, cluster: ClusterNode, method: str, path_qs: str) -> dict[str, str]:
+    """The headers of `method path_qs` sent to another node on behalf of this request's caller."""
     headers = {name: request.headers[name] for name in _PASSED_HEADERS if name in request.headers}
-    headers[FORWARDED_BY] = node_id
+    caller = request.get(CALLER, NOBODY)
+    headers[FORWARDED_BY] = signed_hop(cluster.hop_secret, method, path_qs, cluster.id, caller)
     return headers
 
 
 async def forward(
-    request: web.Request, http: aiohttp.ClientSession, node: NodeRecord, here_id: str, about: str = "the session"
+    request: web.Request, cluster: ClusterNode, node: NodeRecord, about: str = "the session"
 ) -> web.Response:
     """The owner's answer to this request, status and body as they are. `about`: what the node
     holds, for the 503 when it does not answer."""
     body = await request.read()
+    assert cluster.http is not None
     try:
-        async with http.request(
+        async with cluster.http.request(
             request.method,
             node.url + request.path_qs,
             data=body or None,
-            headers=forward_headers(request, here_id),
+            headers=forward_headers(request, cluster, request.method, request.path_qs),
             allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S),
         ) as answer:

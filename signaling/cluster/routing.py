@@ -51,9 +51,7 @@ async def forwarded_to_owner(request: web.Request, session_id: str) -> web.Respo
     node = await _owner_elsewhere(request, session_id)
     if node is None:
         return None
-    cluster = request.app[CLUSTER]
-    assert cluster.http is not None
-    return await forward(request, cluster.http, node, cluster.id)
+    return await forward(request, request.app[CLUSTER], node)
 
 
 async def redirect_to_owner(request: web.Request, session_id: str) -> None:
@@ -86,9 +84,10 @@ async def end_publication_elsewhere(request: web.Request, account_id: str | None
     node, session_id = holder
     assert cluster.http is not None
     try:
+        path = f"/api/sessions/{session_id}"
         async with cluster.http.delete(
-            f"{node.url}/api/sessions/{session_id}",
-            headers=forward_headers(request, cluster.id),
+            node.url + path,
+            headers=forward_headers(request, cluster, "DELETE", path),
             timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S),
         ) as answer:
             await answer.read()
@@ -150,7 +149,7 @@ async def _lists_of_nodes(
         """The node's entries, marked with its id; any failure, a malformed answer too, raises."""
         async with http.get(
             node.url + path,
-            headers=forward_headers(request, cluster.id),
+            headers=forward_headers(request, cluster, "GET", path),
             timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as answer:
             answer.raise_for_status()

@@ -19,7 +19,20 @@ class ClusterSettings:
         },
     )
 
+    hop_secret: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "the secret the nodes sign forwarded requests with (signaling/cluster/hops.py); by default one "
+                "kept in Redis, shared by every node that reaches it"
+            ),
+            "default_text": "one kept in Redis",
+        },
+    )
+
     def __post_init__(self) -> None:
+        if self.hop_secret is not None and len(self.hop_secret) < 16:
+            raise ValueError("--cluster-secret must be at least 16 characters")
         if self.advertise_url is not None:
             parts = urlsplit(self.advertise_url)
             if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):

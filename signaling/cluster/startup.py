@@ -12,6 +12,7 @@ from redis.asyncio.connection import BlockingConnectionPool
 from quota.settings import default_node_id
 from signaling.app_keys import CLUSTER, DEVICE, RUNNER, SESSIONS, SETTINGS
 from signaling.cluster.cluster_node import ClusterNode
+from signaling.cluster.hops import new_secret
 from signaling.cluster.node_registry import MemoryNodeRegistry, RedisNodeRegistry
 from signaling.cluster.session_directory import MemoryDirectory, RedisDirectory
 from signaling.settings import ServerSettings
@@ -33,6 +34,21 @@ def advertise_url(settings: ServerSettings) -> str:
     return f"{scheme}://{f'[{host}]' if ':' in host else host}:{http.port}"
 
 
+def hop_secret_key(prefix: str) -> str:
+    return f"{prefix}:{{nodes}}:hop-secret"
+
+
+async def shared_hop_secret(client: aioredis.Redis, prefix: str) -> str:
+    """The secret every node on this Redis signs its forwarded requests with: the first node to
+    start writes it, the others read it. Whoever can read Redis can sign, as whoever can write it
+    can rewrite every balance: Redis is the cluster's root of trust (give it a password)."""
+    key = hop_secret_key(prefix)
+    await client.set(key, new_secret(), nx=True)
+    secret = await client.get(key)
+    assert secret is not None  # written just before, never expired
+    return secret
+
+
 async def cluster_node(app: web.Application) -> AsyncIterator[None]:
     """After the sessions exist (it reads them) and before the socket accepts (it is in place)."""
     settings = app[SETTINGS]
@@ -49,8 +65,10 @@ async def cluster_node(app: web.Application) -> AsyncIterator[None]:
         )
         client = aioredis.Redis.from_pool(pool)
         registry, directory = RedisNodeRegistry(client, quota.redis_prefix), RedisDirectory(client, quota.redis_prefix)
+        hop_secret = settings.cluster.hop_secret or await shared_hop_secret(client, quota.redis_prefix)
     else:
         registry, directory = MemoryNodeRegistry(), MemoryDirectory()
+        hop_secret = settings.cluster.hop_secret or new_secret()  # one node: nobody to forward to
     node = ClusterNode(
         # the quota store's node id: the one its leases are recorded under (settled at the next start)
         quota.node_id or default_node_id(settings.http.port),
@@ -61,6 +79,7 @@ async def cluster_node(app: web.Application) -> AsyncIterator[None]:
         app[RUNNER],
         app[DEVICE],
         settings.stream.max_sessions,
+        hop_secret,
     )
     await node.start()
     app[CLUSTER] = node

@@ -33,7 +33,7 @@ async def drain_node(request: web.Request) -> web.Response:
         if other is None:
             raise ApiError(404, "node_not_found", f"no live node {wanted!r} (this node is {node_id(request.app)!r})")
         assert cluster.http is not None
-        return await forward(request, cluster.http, other, cluster.id, about="the sessions to drain")
+        return await forward(request, cluster, other, about="the sessions to drain")
     drain = request.app[DRAIN]
     began = drain.start()
     return web.json_response({"node_id": node_id(request.app), **drain.describe()}, status=202 if began else 200)

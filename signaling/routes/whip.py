@@ -84,8 +84,9 @@ async def publish(request: web.Request) -> web.Response:
     make_meter = stream_meters(
         request.app[ACCOUNTS].store, account.id, quota.tier(account.tier), quota, request.app[LATE_RETURNS]
     )
-    # before any publisher of the name is replaced, here or on another node: an offer that cannot
-    # be answered, or an account with nothing to spend, must leave the live one alone
+    # before any publisher of the name is replaced, here or on another node: a node that takes no
+    # session, an offer that cannot be answered, or an account with nothing to spend leave it alone
+    request.app[SESSIONS].refuse_if_draining()
     try:
         checked_offer(offer_sdp, request.app[SETTINGS].stream.ice)
     except UnsupportedCodec as exc:  # well formed, but nothing we can decode: the client must change its encoder

@@ -45,8 +45,13 @@ ADMIN_KEY = "k" * 32
 PUBLIC_IP = "203.0.113.7"  # TEST-NET-3: a documentation address
 HOST_IP = "10.0.0.5"
 # The values the compose file and the manifests take from the operator, for the settings checks.
-COMPOSE_VARIABLES = {"FACEFUSE_DOMAIN": "facefuse.example.com", "FACEFUSE_PUBLIC_IP": PUBLIC_IP}
-SECRET_VALUES = {"admin-key": ADMIN_KEY, "redis-url": "redis://redis:6379/0"}
+REDIS_PASSWORD = "r" * 32
+COMPOSE_VARIABLES = {
+    "FACEFUSE_DOMAIN": "facefuse.example.com",
+    "FACEFUSE_PUBLIC_IP": PUBLIC_IP,
+    "FACEFUSE_REDIS_PASSWORD": REDIS_PASSWORD,
+}
+SECRET_VALUES = {"admin-key": ADMIN_KEY, "redis-url": f"redis://:{REDIS_PASSWORD}@redis:6379/0"}
 FIELD_VALUES = {"status.hostIP": HOST_IP, "metadata.name": "facefuse-0"}
 
 
@@ -145,7 +150,7 @@ def test_each_compose_node_gets_valid_settings_with_an_admin_key_on_every_addres
 
     assert settings.quota.admin_key == ADMIN_KEY and not settings.local_mode  # else it refuses 0.0.0.0
     assert settings.http.host == "0.0.0.0"
-    assert settings.quota.redis_url == "redis://redis:6379/0"
+    assert settings.quota.redis_url == f"redis://:{REDIS_PASSWORD}@redis:6379/0"
     assert settings.quota.node_id == node  # one name each: the store's leases are per node
     assert settings.stream.ice.public_address == PUBLIC_IP
     domain = COMPOSE_VARIABLES["FACEFUSE_DOMAIN"]
@@ -271,6 +276,18 @@ def test_the_kubernetes_node_has_a_gpu_and_the_hosts_network():
         if "secretKeyRef" in item.get("valueFrom", {})
     }
     assert {"admin-key", "redis-url"} <= secrets
+
+
+def test_redis_asks_for_a_password_in_compose_and_kubernetes():
+    """Whoever reaches Redis can rewrite balances and sign the nodes' hops (issue #35 item 8)."""
+    redis = compose()["services"]["redis"]
+    assert redis["command"][redis["command"].index("--requirepass") + 1].startswith("${FACEFUSE_REDIS_PASSWORD:?")
+    assert redis["environment"]["REDISCLI_AUTH"] == "${FACEFUSE_REDIS_PASSWORD}"  # its health check's
+    assert "ports" not in redis  # never published
+    (container,) = workload("redis")["spec"]["template"]["spec"]["containers"]
+    assert container["args"][container["args"].index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    keys = {item["name"]: item["valueFrom"]["secretKeyRef"]["key"] for item in container["env"]}
+    assert keys == {"REDIS_PASSWORD": "redis-password", "REDISCLI_AUTH": "redis-password"}
 
 
 def test_redis_keeps_its_data_in_compose_and_kubernetes():

@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 from pipeline.runner import BatchRunner
 from quota.errors import StoreUnavailable
 from signaling.cluster.node_registry import HEARTBEAT_S, MemoryNodeRegistry, NodeRecord, RedisNodeRegistry
+from signaling.cluster.peer_health import CONNECTIONS_PER_PEER, PeerHealth
 from signaling.cluster.placement import better_node
 from signaling.cluster.session_directory import DirectoryEntry, MemoryDirectory, RedisDirectory
 from stream.manager import SessionManager
@@ -69,10 +70,12 @@ class ClusterNode:
         self._busy_share: float | None = None
         self.http: aiohttp.ClientSession | None = None  # forwarded requests
         self.hop_secret = hop_secret  # signs and checks forwarded requests (signaling/cluster/hops.py)
+        self.peers = PeerHealth()  # which other nodes answer forwarded requests
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
-        self.http = aiohttp.ClientSession()
+        # one pool, bounded per peer: a node that never answers holds its connections and no more
+        self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, limit_per_host=CONNECTIONS_PER_PEER))
         await self.beat()
         self._task = asyncio.ensure_future(self._beat_forever())
         self._task.set_name("cluster heartbeat")
@@ -161,12 +164,17 @@ class ClusterNode:
         as the last heartbeat read them, unless this node cannot take the session: then they are read
         now, for a node that joined since (a node that just started knew of none yet)."""
         here = self.record()
-        node = better_node(here, list(self._nodes.values()))
+        node = better_node(here, self._answering_nodes())
         if node is None and here.free_share == 0:
             with contextlib.suppress(RedisError, OSError):  # else: answered here, as a lone node would
                 self._nodes = {node.id: node for node in await self._registry.live()}
-                node = better_node(here, list(self._nodes.values()))
+                node = better_node(here, self._answering_nodes())
         return node
+
+    def _answering_nodes(self) -> list[NodeRecord]:
+        """The live nodes, less those marked unhealthy: a client sent there by 307 would not get in."""
+        unhealthy = self.peers.unhealthy()
+        return [node for node in self._nodes.values() if node.id not in unhealthy]
 
     async def session_opened(self, session: Session) -> None:
         """In the directory at once, so another node finds it before the next heartbeat. A Redis

@@ -51,6 +51,8 @@ async def forward(
     holds, for the 503 when it does not answer."""
     body = await request.read()
     assert cluster.http is not None
+    if not cluster.peers.healthy(node.id):
+        raise _unreachable(node, about, "its last requests failed; it is not asked again for a few seconds")
     try:
         async with cluster.http.request(
             request.method,
@@ -62,14 +64,20 @@ async def forward(
         ) as answer:
             content = await answer.read()
             headers = {name: answer.headers[name] for name in _RETURNED_HEADERS if name in answer.headers}
-            return web.Response(status=answer.status, body=content, content_type=answer.content_type, headers=headers)
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise ApiError(
-            503,
-            "node_unreachable",
-            f"node {node.id!r}, which holds {about}, did not answer ({type(exc).__name__}); try again shortly",
-            {"Retry-After": "5"},
-        ) from exc
+        cluster.peers.failed(node.id)
+        raise _unreachable(node, about, f"it did not answer ({type(exc).__name__})") from exc
+    cluster.peers.succeeded(node.id)
+    return web.Response(status=answer.status, body=content, content_type=answer.content_type, headers=headers)
+
+
+def _unreachable(node: NodeRecord, about: str, why: str) -> ApiError:
+    return ApiError(
+        503,
+        "node_unreachable",
+        f"node {node.id!r}, which holds {about}: {why}; try again shortly",
+        {"Retry-After": "5"},
+    )
 
 
 def redirect_to(request: web.Request, node: NodeRecord) -> web.HTTPTemporaryRedirect:

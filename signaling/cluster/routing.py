@@ -146,14 +146,23 @@ async def _lists_of_nodes(
     http = cluster.http
 
     async def ask(node: NodeRecord) -> list[dict[str, Any]]:
-        """The node's entries, marked with its id; any failure, a malformed answer too, raises."""
-        async with http.get(
-            node.url + path,
-            headers=forward_headers(request, cluster, "GET", path),
-            timeout=aiohttp.ClientTimeout(total=timeout_s),
-        ) as answer:
-            answer.raise_for_status()
-            return [{**entry, "node_id": node.id} for entry in (await answer.json())[key]]
+        """The node's entries, marked with its id; any failure, a malformed answer too, raises.
+        A node marked unhealthy is not asked (signaling/cluster/peer_health.py)."""
+        if not cluster.peers.healthy(node.id):
+            raise ConnectionError(f"node {node.id} is marked unhealthy")
+        try:
+            async with http.get(
+                node.url + path,
+                headers=forward_headers(request, cluster, "GET", path),
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as answer:
+                answer.raise_for_status()
+                entries = [{**entry, "node_id": node.id} for entry in (await answer.json())[key]]
+        except (aiohttp.ClientConnectionError, TimeoutError):
+            cluster.peers.failed(node.id)
+            raise
+        cluster.peers.succeeded(node.id)
+        return entries
 
     answers = await asyncio.gather(*(ask(node) for node in nodes), return_exceptions=True)
     found: list[dict[str, Any]] = []

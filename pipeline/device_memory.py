@@ -30,3 +30,10 @@ def _resident_bytes() -> int:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:  # not Linux: the peak is the best figure there is
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def release_cached_device_memory() -> None:
+    """Gives torch's cached CUDA blocks back, so memory freed by a failed batch is there for the
+    next allocation (a no-op without CUDA)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

@@ -25,8 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import av
+import torch
 
 from pipeline.chain import Chain, ChainItem, ChainResult
+from pipeline.device_memory import release_cached_device_memory
 from pipeline.frames import frame_to_image, image_to_frame
 from pipeline.policy import BatchPolicy
 from pipeline.rolling import RollingWindow
@@ -317,7 +319,7 @@ class BatchRunner:
             try:
                 if isinstance(work.staged, BaseException):
                     raise work.staged
-                outputs = self.chain.run_staged(work.staged)
+                outputs = self._run_splitting_on_oom(work.staged, items)
                 if len(outputs) != len(items):
                     raise RuntimeError(f"chain returned {len(outputs)} results for {len(items)} frames")
             except Exception as exc:
@@ -332,6 +334,27 @@ class BatchRunner:
             item, output = next(by_job)
             results.append(self._result(job, item, output))
         return results
+
+    def _run_splitting_on_oom(self, staged: object, items: list[ChainItem]) -> list[ChainResult]:
+        """The chain's results for a staged batch; a batch the device has no memory for is run again
+        in two halves (each staged anew, the allocator's cache freed first), down to single frames:
+        a scene with more faces, or a device another tenant filled, slows a batch instead of
+        failing every frame in it. One frame that still does not fit fails alone."""
+        try:
+            return self.chain.run_staged(staged)
+        except torch.OutOfMemoryError:
+            if len(items) == 1:
+                raise
+        del staged  # the failed batch's device memory goes before the halves take theirs
+        release_cached_device_memory()
+        half = len(items) // 2
+        with self._cond:
+            self._stats.oom_splits += 1
+        logger.warning("the device ran out of memory on a batch of %d: running it in halves", len(items))
+        outputs: list[ChainResult] = []
+        for part in (items[:half], items[half:]):
+            outputs += self._run_splitting_on_oom(self.chain.stage(part), part)
+        return outputs
 
     @staticmethod
     def _result(job: _PendingFrame, item: ChainItem, output: ChainResult) -> FrameResult:
@@ -377,6 +400,7 @@ class _RunnerStats:
         self.batches = 0
         self.frames = 0
         self.failed_frames = 0
+        self.oom_splits = 0  # batches run again in halves for want of device memory
         self.batch_sizes: Counter[int] = Counter()
         self.queue_wait_ms = RollingWindow(seconds=10)
         self.staged_wait_ms = RollingWindow(seconds=10)
@@ -400,6 +424,7 @@ class _RunnerStats:
             "batches": self.batches,
             "frames": self.frames,
             "failed_frames": self.failed_frames,
+            "oom_splits": self.oom_splits,
             "batch_sizes": {str(size): count for size, count in sorted(self.batch_sizes.items())},
             "queue_wait_ms": {"p50": self.queue_wait_ms.percentile(50), "p99": self.queue_wait_ms.percentile(99)},
             "staged_wait_ms": {"p50": self.staged_wait_ms.percentile(50), "p99": self.staged_wait_ms.percentile(99)},

@@ -200,6 +200,11 @@ class _NodeCollector:
         yield GaugeMetricFamily(
             "facefuse_worker_up", "1 while the chain's worker threads run", int(self._runner.running)
         )
+        yield CounterMetricFamily(
+            "facefuse_batch_oom_splits",
+            "Batches run again in halves because the device ran out of memory",
+            stats["oom_splits"],  # type: ignore[arg-type]
+        )
 
         timer = getattr(self._runner.chain, "timer", None)  # face chains time their stages
         stage_time = SummaryMetricFamily(

@@ -329,3 +329,57 @@ def test_invert_chain_inverts_each_size():
     out = chain.run([ChainItem("a", small), ChainItem("b", large), ChainItem("c", small)])
     assert [o.shape for o in out] == [(6, 4), (12, 8), (6, 4)]
     assert out[0][0, 0] == 245 and out[1][0, 0] == 55 and out[2][0, 0] == 245
+
+
+class OutOfMemoryChain(RecordingChain):
+    """Runs out of device memory on any batch of more than `fits` frames, as CUDA's allocator raises."""
+
+    def __init__(self, fits: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fits = fits
+
+    def run(self, batch: list[ChainItem]):
+        if len(batch) > self.fits:
+            self.batches.append([item.session_id for item in batch])
+            raise torch.OutOfMemoryError(f"CUDA out of memory: a batch of {len(batch)} (test)")
+        return super().run(batch)
+
+
+def four_frames_in_one_batch(runner_factory, chain) -> tuple[BatchRunner, dict[str, Inbox]]:
+    """Sessions a-d submit while session z's slow batch computes: they form one batch of four."""
+    runner = runner_factory(chain)
+    inboxes = {name: Inbox() for name in "zabcd"}
+    for name, inbox in inboxes.items():
+        runner.add_session(name, inbox)
+    runner.submit("z", make_frame(1), arrived=time.monotonic())
+    wait_until(lambda: len(chain.batches) == 1)
+    for value, name in enumerate("abcd", start=10):
+        runner.submit(name, make_frame(value), arrived=time.monotonic())
+    for name in "zabcd":
+        inboxes[name].wait()
+    return runner, inboxes
+
+
+def test_a_batch_the_device_has_no_memory_for_runs_again_in_halves_and_loses_no_frame(runner_factory):
+    """Issue #36: an out-of-memory error must never drop sessions' frames."""
+    chain = OutOfMemoryChain(fits=1, delay=0.2)
+    runner, inboxes = four_frames_in_one_batch(runner_factory, chain)
+    assert chain.batches[1:] == [["a", "b", "c", "d"], ["a", "b"], ["a"], ["b"], ["c", "d"], ["c"], ["d"]]
+    for value, name in enumerate("abcd", start=10):
+        (result,) = inboxes[name].results
+        assert result.processed and int(result.frame.to_ndarray(format="yuv420p")[0, 0]) == value + 1, name
+    stats = runner.stats()
+    assert (stats["oom_splits"], stats["failed_frames"]) == (3, 0)
+
+
+def test_a_single_frame_the_device_has_no_memory_for_fails_alone(runner_factory):
+    chain = OutOfMemoryChain(fits=0)
+    runner = runner_factory(chain)
+    inbox = Inbox()
+    runner.add_session("a", inbox)
+    frame = make_frame(10)
+    runner.submit("a", frame, arrived=time.monotonic())
+    inbox.wait()
+    assert inbox.results[0].frame is frame and not inbox.results[0].processed
+    assert "out of memory" in inbox.results[0].error
+    assert runner.stats()["oom_splits"] == 0

@@ -95,6 +95,7 @@ async def test_counters_move_as_frames_flow_and_never_go_back():
             assert value(second, "facefuse_sessions_limit") == app[SETTINGS].stream.max_sessions
             assert value(second, "facefuse_quota_store_up") == 1
             assert value(second, "facefuse_worker_up") == 1
+            assert value(second, "facefuse_batch_oom_splits_total") == 0  # a CPU that never ran out
             assert value(second, "facefuse_build_info", chain="passthrough", device="cpu") == 1
             assert value(second, "facefuse_throttle_sessions", level="full") == 1
             assert value(second, "facefuse_device_memory_in_use_bytes", device="cpu") > 0

@@ -63,6 +63,7 @@ class Viewer:
         self._close_started = False
         self._closed = asyncio.Event()
         self._connect_deadline: asyncio.Task[None] | None = None
+        self._connected_once = False
         self._trickle = TrickleBudget(0, self._settings.idle_timeout_s)  # the offer's own count once accepted
         self.webrtc = WebrtcCounts()  # for the node's metrics
 
@@ -92,7 +93,7 @@ class Viewer:
         """A viewer whose connection is not up in time holds a slot of its stream for nothing (an
         offer posted and never followed by ICE): closed, as a session that never starts is."""
         await asyncio.sleep(timeout_s)
-        if self._pc.connectionState != "connected":
+        if not self._connected_once:  # one that connected and blinks now is ICE's to judge, not this
             await self.close(f"not connected within {timeout_s:g} s")
 
     def _refuse_if_closed(self) -> None:
@@ -113,6 +114,8 @@ class Viewer:
         self.frames_dropped += 1
 
     def _on_connection_state(self) -> None:
+        if self._pc.connectionState == "connected":
+            self._connected_once = True
         if self._pc.connectionState in ("failed", "closed"):
             task = asyncio.ensure_future(self.close(f"connection {self._pc.connectionState}"))
             task.set_name(f"viewer-{self.id}-close")

@@ -26,6 +26,7 @@ from signaling.cluster.forwarding import FORWARD_TIMEOUT_S
 from signaling.cluster.node_registry import NodeRecord, RedisNodeRegistry
 from signaling.cluster.peer_health import COOL_OFF_S, FAILURES_TO_MARK, PeerHealth
 from signaling.cluster.session_directory import DirectoryEntry, RedisDirectory
+from support.app_on_loopback import app_on_loopback
 from support.metering import ADMIN, create_account, metered_settings
 from support.server import face_rgb, running_server
 from support.whip_publisher import offer_like_obs, post_offer
@@ -70,14 +71,8 @@ async def answering_node() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get("/api/sessions/{session_id}", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with app_on_loopback(app) as url:
+        yield url
 
 
 async def timed_get(http: aiohttp.ClientSession, url: str) -> tuple[int, float]:

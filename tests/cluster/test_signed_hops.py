@@ -23,6 +23,7 @@ from signaling.cluster.node_registry import NodeRecord, RedisNodeRegistry
 from signaling.cluster.session_directory import DirectoryEntry, RedisDirectory
 from signaling.cluster.startup import hop_secret_key
 from signaling.errors import ApiError
+from support.app_on_loopback import app_on_loopback
 from support.metering import ADMIN, create_account, metered_settings
 from support.server import face_rgb, running_server
 from support.whip_publisher import offer_like_obs, post_offer
@@ -41,14 +42,8 @@ async def capturing_node() -> AsyncIterator[tuple[str, list[web.Request]]]:
 
     app = web.Application()
     app.router.add_get("/api/sessions/{session_id}", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}", seen
-    finally:
-        await runner.cleanup()
+    async with app_on_loopback(app) as url:
+        yield url, seen
 
 
 async def test_a_client_cannot_pass_for_a_node(redis_server):

@@ -20,6 +20,7 @@ from quota.view_tokens import MAX_VIEW_TOKENS_PER_ACCOUNT
 from signaling.app import create_app
 from signaling.auth import view_token_stream
 from signaling.settings import ServerSettings
+from support.app_on_loopback import app_on_loopback
 from support.metering import ADMIN, create_account
 from support.server import loopback_settings
 
@@ -34,14 +35,8 @@ async def server_with_player_route(settings: ServerSettings) -> AsyncIterator[st
     """The real app on 127.0.0.1 with GET /test-play/{stream} answering view_token_stream's decision."""
     app = create_app(settings)
     app.router.add_get("/test-play/{stream}", _who_plays)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with app_on_loopback(app) as url:
+        yield url
 
 
 class Caller:

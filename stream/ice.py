@@ -39,7 +39,7 @@ LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 ANY_NETWORKS = ("0.0.0.0/0", "::/0")
 # Address ranges that are not the public internet (IANA's special-purpose registries): a server
 # that tried any candidate a peer offered would send STUN into its own host or network on that
-# peer's word (an offer of 300 candidates 127.0.x.y made one node send 4,200 binding requests).
+# peer's word (an offer of 300 candidates 127.0.x.y made one node send 4,200 binding requests: issue #35).
 SPECIAL_NETWORKS = (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
     "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",

@@ -17,8 +17,8 @@ from stream.sdp import InvalidSdp, filter_remote_candidates
 # A fragment carries a few candidates; anything far larger is not one.
 MAX_FRAGMENT_CHARS = 16 * 1024
 # What one connection may ask of this server's ICE agent: each remote candidate is a STUN check
-# it sends (and retransmits), at an address the peer chose. A browser offers 2-10 candidates and
-# trickles them in a handful of PATCHes; 300 candidates made a node send 4,200 binding requests.
+# it sends (and retransmits), at an address the peer chose. A browser offers a handful and trickles
+# them in a few PATCHes; 300 candidates made a node send 4,200 binding requests (issue #35).
 MAX_REMOTE_CANDIDATES = 20
 MAX_TRICKLE_PATCHES = 20
 

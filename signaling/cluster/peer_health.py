@@ -3,7 +3,7 @@ while, so requests for it fail at once (503) instead of each waiting out its tim
 session is sent to it by 307. One request a cool-off lets through tries it again; its answer
 clears the mark.
 
-Before: 120 requests to a session on a node whose address never answered each waited 5-6 s for
+Issue #35 reported: 120 requests to a session on a node whose address never answered each waited 5-6 s for
 their 503, and forwards to a healthy node took 4.6 s instead of 0.01 s meanwhile.
 """
 

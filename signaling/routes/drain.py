@@ -32,7 +32,6 @@ async def drain_node(request: web.Request) -> web.Response:
         other = None if is_forwarded(request) else await cluster.other_node(wanted)
         if other is None:
             raise ApiError(404, "node_not_found", f"no live node {wanted!r} (this node is {node_id(request.app)!r})")
-        assert cluster.http is not None
         return await forward(request, cluster, other, about="the sessions to drain")
     drain = request.app[DRAIN]
     began = drain.start()

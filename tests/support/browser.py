@@ -23,6 +23,7 @@ import av
 import numpy as np
 
 from client.still_picture import top_at_aspect
+from support.frame_likeness import INVERTED_R
 from support.server import face_path, free_port  # noqa: F401  (face_path re-exported for the browser tests)
 
 CHROMIUM_BINARY = "/usr/bin/chromium"
@@ -272,9 +273,9 @@ def wait_remote_inverted(driver: Any, timeout: float = 10) -> float:
         if local.std() <= 10 or remote.std() == 0:
             return None
         r = float(np.corrcoef(local, remote)[0, 1])
-        return r if r < -0.6 else None
+        return r if r < INVERTED_R else None
 
-    return wait_for(inverted, timeout, "remote video is the inverted local video (Pearson r < -0.6)", 0.5)
+    return wait_for(inverted, timeout, f"remote video is the inverted local video (Pearson r < {INVERTED_R})", 0.5)
 
 
 # Every ICE candidate pair the browser knows: addresses, state, whether the transport selected it,

@@ -9,8 +9,8 @@ from pathlib import Path
 import av
 import numpy as np
 
-# Below this, a returned frame is the negative of what was sent (the browser tests' threshold too:
-# support/browser.py's wait_remote_inverted).
+# Below this, a returned frame is the negative of what was sent (the browser tests' wait_remote_inverted
+# holds to it too).
 INVERTED_R = -0.6
 
 

@@ -35,6 +35,9 @@ ChainResult = np.ndarray | BaseException | None
 
 class Chain(Protocol):
     name: str
+    # The largest batch the device's free memory holds, measured at warm-up (memory_batch_cap.py);
+    # None: no cap.
+    memory_batch_cap: int | None
 
     def warm_up(self, max_batch: int = 1) -> None:
         """Run once before sessions are accepted (loads weights, compiles kernels), for batches of
@@ -64,6 +67,8 @@ class Chain(Protocol):
 
 class UnstagedChain:
     """For chains with nothing to move ahead of time: staging keeps the batch as it is."""
+
+    memory_batch_cap: int | None = None  # nothing measured: no cap
 
     def stage(self, batch: Sequence[ChainItem]) -> object:
         return list(batch)

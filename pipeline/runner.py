@@ -28,6 +28,7 @@ import av
 import torch
 
 from pipeline.chain import Chain, ChainItem, ChainResult
+from pipeline.chain_cost import ChainCost
 from pipeline.device_memory import release_cached_device_memory
 from pipeline.frames import frame_to_image, image_to_frame
 from pipeline.policy import BatchPolicy
@@ -115,10 +116,14 @@ class BatchRunner:
         self._threads: list[threading.Thread] = []
         self._stats = _RunnerStats()
         self._on_batch = on_batch  # called on the compute thread after each batch
+        self.cost = ChainCost()  # what a batch of n costs now: the node's capacity model reads it
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
         self.chain.warm_up(self.settings.max_batch)
+        cap = getattr(self.chain, "memory_batch_cap", None)  # free device memory, measured by the warm-up
+        if cap is not None:
+            self._policy.max_batch = max(1, min(self.settings.max_batch, cap))
         name = self.chain.name
         self._threads = [
             threading.Thread(target=self._stage_loop, name=f"facefuse-stage-{name}", daemon=True),
@@ -192,6 +197,11 @@ class BatchRunner:
             self._policy.frame_pending(session_id, self._clock())
             self._cond.notify_all()
         return replaced.frame if replaced is not None else None
+
+    @property
+    def max_batch(self) -> int:
+        """The largest batch it runs: --max-batch, or fewer where the device's memory holds fewer."""
+        return self._policy.max_batch
 
     def stats(self) -> dict[str, object]:
         with self._cond:
@@ -287,8 +297,11 @@ class BatchRunner:
 
     def _run_batch(self, work: _StagedWork) -> None:
         started = self._clock()
+        splits_before = self._stats.oom_splits
         results = self._process(work)
         finished = self._clock()
+        if work.items and self._stats.oom_splits == splits_before:  # a split batch's time is no batch's cost
+            self.cost.add(len(work.items), finished - started)
         with self._cond:
             self._computing_since = None
             self._computing = frozenset()

@@ -19,6 +19,7 @@ shares; this class keeps the per-frame orchestration.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -36,6 +37,7 @@ from pipeline.hands import HandLandmarker, HandTracker, PalmDetector, hand_masks
 from pipeline.hands.hand_landmarks import Rois
 from pipeline.identity.face_analysis import FaceAnalysis
 from pipeline.landmarks import boxes_from_points, crop_extents, crop_faces, to_frame_coords
+from pipeline.memory_batch_cap import free_device_memory, measure_batch_peaks, memory_batch_cap
 from pipeline.model_input import to_uint8_hwc
 from pipeline.rgb_frames import RgbFrames
 from pipeline.stage_timer import StageTimer
@@ -44,6 +46,8 @@ from pipeline.swap.five_points import five_points
 from pipeline.swap.pose_gate import pose_weight
 from pipeline.tracking import LookSchedule, Observation, Track, Tracker, periodic_look_size, stack_crops
 from pipeline.tracking.tracker import MAX_COORDINATE
+
+logger = logging.getLogger(__name__)
 
 # SFace cosine from which a face counts as the reference person, unless a session's
 # `reference_threshold` says otherwise (models.md: the same person scored 0.72-0.80 on these
@@ -62,6 +66,9 @@ class _StagedBatch:
 
 
 class FaceSwapChain:
+    # the largest batch the device's free memory holds, measured at warm-up; None: no cap (the CPU)
+    memory_batch_cap: int | None = None
+
     def __init__(
         self,
         device: torch.device,
@@ -121,7 +128,9 @@ class FaceSwapChain:
         first batches of a new size at 0.8-1.9 s (the server p99 of bench/results/2026-11-30-h200-gpu.md).
         The detector reads every frame size and quarter turn at one square there (FaceDetector.square),
         so these sizes cover them too. No face is needed: the face mesh of a blank crop is an
-        average face, swapped onto itself."""
+        average face, swapped onto itself. On CUDA each size's peak memory is measured, and
+        `memory_batch_cap` set to the largest batch the free memory then holds
+        (pipeline/memory_batch_cap.py)."""
         grey = np.full((WARM_UP_HEIGHT * 3 // 2, WARM_UP_WIDTH), 128, np.uint8)  # I420
         if sizes is None:
             sizes = range(1, max_batch + 1) if self.device.type == "cuda" else (1,)
@@ -132,12 +141,27 @@ class FaceSwapChain:
             latent = None
             if self.learned is not None:
                 latent = self.learned.source_latent(to_uint8_hwc(blank)[0], five_points(average[None])[0])
-            for size in sizes:
-                self._warm_up_batch([grey] * size, source, latent)
+            peaks = measure_batch_peaks(
+                self.device, lambda size: self._warm_up_batch([grey] * size, source, latent), sizes
+            )
             self.analysis.identities(
                 to_uint8_hwc(blank), average[None], torch.zeros(1, dtype=torch.long, device=self.device)
             )
         self.timer = StageTimer()  # the warm-up's first-use times are no session's
+        self.memory_batch_cap = None
+        if peaks:
+            free, total = free_device_memory(self.device)
+            self.memory_batch_cap = memory_batch_cap(peaks, free, total, max_batch)
+            if self.memory_batch_cap < max_batch:
+                logger.info(
+                    "batches capped at %d of max_batch %d by free device memory: %d MiB free, the largest"
+                    " batch measured (%d) took %d MiB",
+                    self.memory_batch_cap,
+                    max_batch,
+                    free >> 20,
+                    max(peaks),
+                    peaks[max(peaks)] >> 20,
+                )
 
     def _warm_up_batch(self, i420: list[np.ndarray], source: SourceFace, latent: torch.Tensor | None) -> None:
         """A batch's path, on blank I420 frames: upload, conversion, each model, the swap of the

@@ -390,3 +390,38 @@ def test_a_single_frame_the_device_has_no_memory_for_fails_alone(runner_factory)
     assert inbox.results[0].frame is frame and not inbox.results[0].processed
     assert "out of memory" in inbox.results[0].error
     assert runner.stats()["oom_splits"] == 0
+
+
+def test_batches_stay_within_what_the_devices_memory_holds(runner_factory):
+    """Issue #36: a chain whose warm-up measured room for 2 frames never gets a batch of more."""
+    chain = RecordingChain(delay=0.05)
+    chain.memory_batch_cap = 2
+    runner = runner_factory(chain, max_batch=8)
+    assert runner.max_batch == 2
+    inboxes = {name: Inbox() for name in "zabcd"}
+    for name, inbox in inboxes.items():
+        runner.add_session(name, inbox)
+    runner.submit("z", make_frame(1), arrived=time.monotonic())
+    wait_until(lambda: len(chain.batches) == 1)
+    for name in "abcd":
+        runner.submit(name, make_frame(1), arrived=time.monotonic())
+    for name in "abcd":
+        inboxes[name].wait()
+    assert max(len(batch) for batch in chain.batches) == 2
+
+
+def test_the_runner_measures_what_a_batch_costs(runner_factory):
+    """The capacity model's input: a fixed-cost chain's line is found from live batches."""
+    runner = runner_factory(create_chain("fixed-cost:20:10", torch.device("cpu")), max_batch=4)
+    inboxes = {name: Inbox() for name in "abcd"}
+    for name, inbox in inboxes.items():
+        runner.add_session(name, inbox)
+    for size in (1, 4, 1, 4, 1, 4):
+        for name in "abcd"[:size]:
+            runner.submit(name, make_frame(1), arrived=time.monotonic())
+        wait_until(lambda size=size: all(len(inboxes[name].results) for name in "abcd"[:size]))
+        for inbox in inboxes.values():
+            inbox.results.clear()
+    line = runner.cost.line()
+    assert set(runner.cost.by_size()) >= {1}
+    assert line is not None and line.batch_s(4) > line.batch_s(1) and 0.025 <= line.batch_s(1) <= 0.060

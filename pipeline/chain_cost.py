@@ -13,8 +13,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-# Each size's running mean follows new batches with this weight: about the last ten batches count.
+# Each size's running mean follows its new batches with this weight: about the last ten count.
 WEIGHT = 0.2
+# The other sizes' means move by the same factor at this share of the weight: a device that slowed
+# for one size slowed for all, and a size that no longer runs (the sessions it held are shed or
+# gone) would otherwise keep its old cost for good. Half, so each size's own batches still set it.
+OTHERS_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,12 @@ class ChainCost:
             return
         with self._lock:
             mean = self._by_size.get(frames)
-            self._by_size[frames] = seconds if mean is None else mean + WEIGHT * (seconds - mean)
+            if mean is None or mean <= 0:
+                self._by_size[frames] = seconds
+                return
+            change = seconds / mean - 1
+            for size in self._by_size:
+                self._by_size[size] *= 1 + WEIGHT * change * (1 if size == frames else OTHERS_SHARE)
 
     def by_size(self) -> dict[int, float]:
         with self._lock:

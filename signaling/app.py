@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from pipeline.chains import create_chain, create_photo_analysis
+from pipeline.cost_calibration import calibrate
 from pipeline.device import resolve_device, set_cpu_threads
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
@@ -65,6 +66,7 @@ from signaling.secret_headers import add_secret_headers, mask_access_log
 from signaling.settings import ServerSettings
 from signaling.shared_faces import SharedFaces
 from stream.manager import SessionManager
+from stream.node_capacity import NodeCapacity
 from stream.node_metrics import NodeFacts, NodeMetrics
 
 logger = logging.getLogger(__name__)
@@ -180,12 +182,18 @@ async def _pipeline_and_sessions(app: web.Application) -> AsyncIterator[None]:
         if quota.redis_url
         else None
     )
-    app[SESSIONS] = SessionManager(runner, settings.stream, app[FACES], timings=app[METRICS])
+    await asyncio.to_thread(calibrate, chain, runner.cost, runner.max_batch)
+    capacity = NodeCapacity(runner, settings.stream)
+    app[SESSIONS] = SessionManager(runner, settings.stream, app[FACES], timings=app[METRICS], capacity=capacity)
     app[DRAIN] = Drain(app[SESSIONS], settings.stream.drain_timeout_s)
     app[METRICS].watch(runner, app[SESSIONS], NodeFacts(chain.name, str(device), settings.stream.max_sessions))
+    codec_measurement = asyncio.ensure_future(asyncio.to_thread(capacity.codec.measure))
+    ticks = asyncio.ensure_future(capacity.run(app[SESSIONS].all))
     try:
         yield
     finally:
+        ticks.cancel()
+        await asyncio.gather(ticks, codec_measurement, return_exceptions=True)
         await app[DRAIN].stop()
         await app[SESSIONS].close_all()
         await asyncio.to_thread(runner.stop)

@@ -95,6 +95,16 @@ def _add_setting(
     )
 
 
+def _count_or_auto(text: str) -> int | None:
+    """A count, or "auto" (None): the capacity model decides."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, not {text!r}") from None
+
+
 def _port(text: str) -> int:
     port = int(text)
     if not 0 <= port <= 65535:
@@ -215,7 +225,10 @@ def build_parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
 
     limits = serve.add_argument_group("limits")
-    _add_setting(limits, "--max-sessions", StreamSettings, "max_sessions", type=int)
+    _add_setting(limits, "--max-sessions", StreamSettings, "max_sessions", type=_count_or_auto)
+    _add_setting(limits, "--target-fps", StreamSettings, "target_fps", type=float)
+    _add_setting(limits, "--floor-fps", StreamSettings, "floor_fps", type=float)
+    _add_setting(limits, "--max-queue", StreamSettings, "max_queue", type=int)
     _add_setting(limits, "--idle-timeout", StreamSettings, "idle_timeout_s", type=float)
     _add_setting(limits, "--drain-timeout", StreamSettings, "drain_timeout_s", type=float)
     _add_setting(limits, "--max-viewers-per-stream", StreamSettings, "max_viewers_per_stream", type=int)
@@ -308,6 +321,9 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             idle_timeout_s=args.idle_timeout,
             drain_timeout_s=args.drain_timeout,
             max_sessions=args.max_sessions,
+            target_fps=args.target_fps,
+            floor_fps=args.floor_fps,
+            max_queue=args.max_queue,
             max_viewers_per_stream=args.max_viewers_per_stream,
             max_viewers=args.max_viewers,
             max_viewers_per_token=args.max_viewers_per_token,

@@ -152,6 +152,7 @@ class DashboardSnapshots:
             "device": device,
             "scheduler": {**runner.stats(), "busy_share": self._app[SCHEDULER_SHARES].busy_share()},
             "chain_stages_ms": timer.means() if timer is not None else None,
+            "capacity": self._app[SESSIONS].capacity.describe(self._app[SESSIONS].all()),
             "quota_store": {"ok": store_ok, "rtt_ms": rtt_ms},
             "memory": {
                 "resident_bytes": device_memory("cpu").in_use_bytes,

@@ -35,6 +35,7 @@ from quota.view_tokens import InvalidStreamName, InvalidViewToken, ViewTokenNotF
 from stream.errors import (
     IceGatheringFailed,
     InvalidOffer,
+    LineFull,
     NodeDraining,
     SessionClosedEarly,
     SessionForbidden,
@@ -87,6 +88,7 @@ _STATUS_BY_TYPE: list[tuple[type[Exception], int]] = [
     (UnsupportedImage, 415),
     (FaceLibraryFull, 507),
     (TooManySessions, 503),
+    (LineFull, 503),
     (NodeDraining, 503),
     (IceGatheringFailed, 500),
 ]

@@ -29,6 +29,7 @@
     start: byId("start"),
     stop: byId("stop"),
     status: byId("status"),
+    capacity: byId("capacity"),
     error: byId("error"),
     localVideo: byId("local-video"),
     remoteVideo: byId("remote-video"),
@@ -88,6 +89,7 @@
   // Everything the page knows, in one place; exposed for debugging and for tests.
   const state = {
     sessionId: null,
+    waiting: false, // in the server's line: its video comes back unprocessed
     faceId: null,
     pc: null,
     channel: null,
@@ -135,6 +137,49 @@
     ui.status.hidden = false;
     // an error's summary is also in the alert below, which screen readers announce: not twice
     ui.status.setAttribute("aria-live", kind === "error" ? "off" : "polite");
+  }
+
+  // The server's capacity (docs/running.md): waiting in line, or processed at a lower rate or size.
+  const SHED_TEXT = {
+    rate: "The server is busy: your video is processed at a lower frame rate for now.",
+    resolution: "The server is busy: your video is processed at a lower frame rate and size for now.",
+    line: "The server is busy: your session went back into the line. Your own video shows until it is processed again.",
+  };
+
+  function waitText(seconds) {
+    if (seconds === null || seconds === undefined || !Number.isFinite(Number(seconds))) {
+      return "waiting for a free place";
+    }
+    const s = Math.max(1, Math.round(Number(seconds)));
+    return s < 90 ? `about ${s} s to wait` : `about ${Math.round(s / 60)} min to wait`;
+  }
+
+  function showCapacity(message) {
+    const notice = ui.capacity;
+    notice.dataset.kind = message.type;
+    state.waiting = message.type === "queued";
+    if (message.type === "queued") {
+      setStatus("Connected: waiting in line for the server.", "busy");
+      const position = Number(message.position) || 1;
+      const ahead = position === 1 ? "You are next" : `${position - 1} ahead of you`;
+      notice.textContent = `The server is full: you are number ${position} in line (${ahead}; ${waitText(message.estimated_wait_s)}). ` +
+        "Your own video shows, unprocessed and not charged, until the swap starts by itself.";
+    } else if (message.type === "admitted") {
+      setStatus("Connected: processing at full rate.", "ok");
+      notice.textContent = "Your place came up: the swap has started.";
+    } else if (message.type === "degraded") {
+      notice.textContent = SHED_TEXT[message.step] || "The server is busy: your video is processed at a lower quality for now.";
+    } else if (message.type === "restored") {
+      notice.textContent = message.step === "full" ? "The server has room again: full quality." : SHED_TEXT[message.step] || "";
+    }
+    notice.hidden = !notice.textContent;
+  }
+
+  function clearCapacity() {
+    state.waiting = false;
+    ui.capacity.textContent = "";
+    ui.capacity.hidden = true;
+    delete ui.capacity.dataset.kind;
   }
 
   function showError(summary, detail) {
@@ -510,6 +555,8 @@
       // the server restarts (an operator or orchestrator drains it): the video goes on until then
       const seconds = Math.max(0, Math.round(Number(message.closes_in_s) || 0));
       setStatus(`The server is restarting: this session ends within ${seconds} s. Press Start again after it ends.`, "busy");
+    } else if (["queued", "admitted", "degraded", "restored"].includes(message.type)) {
+      showCapacity(message);
     } else if (message.type === "closed") {
       sessionEndedByServer(message);
     } else if (message.type === "error") {
@@ -786,6 +833,7 @@
     ui.swapModeHint.textContent = "";
     state.lastSessionId = sessionId || state.lastSessionId || null;
     setSession(null);
+    clearCapacity();
     ui.localVideo.srcObject = null;
     ui.remoteVideo.srcObject = null;
     ui.stop.disabled = true;
@@ -893,7 +941,7 @@
       setStatus(`Tokens running low: processing${fps}.`, "busy");
     } else if (meter.level === "full") {
       clearError();
-      if (state.pc) setStatus("Connected: processing at full rate.", "ok");
+      if (state.pc && !state.waiting) setStatus("Connected: processing at full rate.", "ok");
     }
   }
 

@@ -35,6 +35,23 @@
   }
 
   // "node-0 (this one) 1 / 8 · node-1 2 / 8 draining": every node sharing the Redis, from the registry.
+  // The capacity model (docs/running.md): how many more of each size fit, at what rate.
+  function capacityWords(capacity) {
+    if (!capacity.fits_more) return format.DASH;
+    const fits = Object.entries(capacity.fits_more).map(([size, count]) => `${count} × ${size}`).join(", ");
+    const shed = Object.entries(capacity.shed || {}).map(([step, count]) => `${count} at lower ${step}`).join(", ");
+    return `${capacity.processed} processed at ${capacity.planned_fps} fps (floor ${capacity.floor_fps}); room for ${fits}` +
+      (shed ? `; shedding: ${shed}` : "");
+  }
+
+  function lineWords(capacity) {
+    const line = capacity.line || [];
+    if (!line.length) return `nobody waits (at most ${capacity.max_queue ?? format.DASH})`;
+    const longest = Math.max(...line.map((place) => place.waited_s || 0));
+    return `${line.length} waiting of at most ${capacity.max_queue}, the longest for ${Math.round(longest)} s: ` +
+      line.map((place) => `${place.session_id} (priority ${place.priority})`).join(", ");
+  }
+
   function nodesWords(node) {
     const nodes = node.nodes || [];
     if (!nodes.length) return format.DASH;
@@ -111,6 +128,9 @@
       setText(byId("node-chain-ms"), format.pair(chain.p50, chain.p99, " ms"));
       setText(byId("node-frames"), `${scheduler.frames ?? format.DASH}, ${scheduler.failed_frames ?? format.DASH} failed`);
       setText(byId("node-busy"), format.percent(scheduler.busy_share));
+      const capacity = node.capacity || {};
+      setText(byId("node-capacity"), capacityWords(capacity));
+      setText(byId("node-line"), lineWords(capacity));
       setText(byId("node-nodes"), nodesWords(node));
       this.stages.sync(Object.entries(node.chain_stages_ms || {}), ([name]) => name, { ordered: true });
       const series = this.series.push("node", t, chain.p50, queue.p50);

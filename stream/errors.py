@@ -39,6 +39,12 @@ class TooManySessions(StreamError):
     code = "too_many_sessions"
 
 
+class LineFull(StreamError):
+    """The node is full and its waiting line too (--max-queue)."""
+
+    code = "line_full"
+
+
 class NodeDraining(StreamError):
     """The node is draining for a restart: it takes no new session (signaling/drain.py)."""
 

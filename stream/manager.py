@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner
 from stream.errors import (
+    LineFull,
     NodeDraining,
     SessionClosedEarly,
     SessionForbidden,
@@ -20,6 +21,7 @@ from stream.errors import (
 )
 from stream.frame_timings import FrameTimings
 from stream.metering import MeterFactory
+from stream.node_capacity import NodeCapacity
 from stream.node_totals import EndedTotals
 from stream.offer_check import checked_offer
 from stream.published_streams import Publication, PublishedStreams
@@ -40,8 +42,10 @@ class SessionManager:
         settings: StreamSettings,
         faces: FaceLibrary | None = None,
         timings: FrameTimings | None = None,
+        capacity: NodeCapacity | None = None,
     ) -> None:
         self._runner = runner
+        self.capacity = capacity if capacity is not None else NodeCapacity(runner, settings)
         self._settings = settings
         self._faces = faces if faces is not None else FaceLibrary()
         self._sessions: dict[str, Session] = {}
@@ -74,8 +78,15 @@ class SessionManager:
         offer_sdp = checked_offer(offer_sdp, self._settings.ice)  # InvalidOffer before a lease is opened
         if stream is not None:
             await self._end_publication(self.streams.find(account_id, stream))
-        if len(self._sessions) >= self._settings.max_sessions:
-            raise TooManySessions(f"the server is full ({self._settings.max_sessions} sessions); try again later")
+        limit = self._settings.max_sessions
+        if limit is not None and len(self._sessions) >= limit:
+            raise TooManySessions(f"the server is full ({limit} sessions); try again later")
+        processed_now = self.capacity.admits(self.all())
+        if not processed_now and self.capacity.line_full():
+            self.capacity.refuse()
+            raise LineFull(
+                f"the server is full and {len(self.capacity.line)} sessions already wait for room; try again later"
+            )
         session = Session(
             secrets.token_urlsafe(12),
             self._runner,
@@ -89,6 +100,8 @@ class SessionManager:
             timings=self._timings,
         )
         self._sessions[session.id] = session
+        if not processed_now:
+            self.capacity.join_line(session)  # its own video comes back unprocessed until room frees
         try:
             if session.meter is not None:
                 await session.meter.open()
@@ -186,6 +199,7 @@ class SessionManager:
     async def _forget(self, session: Session) -> None:
         if self._sessions.pop(session.id, None) is not None:  # the same step: no scrape counts it twice or not at all
             self.ended.add_session(session.stats, session.webrtc, session.meter.event() if session.meter else None)
+            self.capacity.session_ended(session, self.all())  # the first in line may start now
         if session.stream is not None:
             self.recently_ended.add(session.id, session.account_id, session.stream, session.snapshot())
         self.streams.forget(session.id)

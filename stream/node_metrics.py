@@ -26,6 +26,7 @@ from prometheus_client.metrics_core import (
 
 from pipeline.device_memory import device_memory
 from pipeline.runner import BatchRunner, BatchTimes
+from stream.load_shedding import STEPS
 from stream.manager import SessionManager
 from stream.node_totals import FRAME_RESULTS, frames_by_result, tokens_spent
 from stream.webrtc_counts import PeerCounts
@@ -44,7 +45,7 @@ class NodeFacts:
 
     chain: str
     device: str
-    max_sessions: int
+    max_sessions: int | None  # None: auto (the capacity model)
 
 
 class NodeMetrics:
@@ -119,11 +120,13 @@ class _NodeCollector:
         self._facts = facts
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._session_metrics()
+        capacity = self._sessions.capacity.describe(self._sessions.all())
+        yield from self._session_metrics(capacity)
+        yield from self._capacity_metrics(capacity)
         yield from self._scheduler_metrics()
         yield from self._node_metrics()
 
-    def _session_metrics(self) -> Iterator[Metric]:
+    def _session_metrics(self, capacity: dict[str, object]) -> Iterator[Metric]:
         live = self._sessions.all()
         viewers = self._sessions.viewers()
         ended = self._sessions.ended
@@ -149,8 +152,14 @@ class _NodeCollector:
             webrtc.add(viewer.webrtc.counts)
 
         yield _by_label(GaugeMetricFamily, "facefuse_sessions", "Sessions on this node, by state", "state", states)
+        fits = capacity["fits_more"]
+        limit = self._facts.max_sessions
+        processed_limit = int(capacity["processed"]) + fits["480p"]  # type: ignore[call-overload, index]
         yield GaugeMetricFamily(
-            "facefuse_sessions_limit", "The most sessions this node takes", self._facts.max_sessions
+            "facefuse_sessions_limit",
+            "The most sessions this node processes: --max-sessions, or with auto what the capacity model "
+            "says fits (480p sessions)",
+            limit if limit is not None else processed_limit,
         )
         yield GaugeMetricFamily("facefuse_viewers", "WHEP viewers on this node", len(viewers))
         yield CounterMetricFamily("facefuse_sessions_ended", "Sessions that have ended", ended.sessions)
@@ -186,6 +195,61 @@ class _NodeCollector:
             "facefuse_webrtc_received_bytes", "Bytes received on the peer connections", webrtc.bytes_received
         )
         yield CounterMetricFamily("facefuse_webrtc_sent_bytes", "Bytes sent on the peer connections", webrtc.bytes_sent)
+
+    def _capacity_metrics(self, described: dict[str, object]) -> Iterator[Metric]:
+        """The capacity model (stream/capacity.py) and what it did: docs/running.md explains it."""
+        capacity = self._sessions.capacity
+        yield _by_label(
+            GaugeMetricFamily,
+            "facefuse_capacity_fits_more",
+            "More sessions of each frame size the model says this node can process at its floor rate",
+            "size",
+            described["fits_more"],  # type: ignore[arg-type]
+        )
+        yield GaugeMetricFamily(
+            "facefuse_capacity_device_busy",
+            "Seconds of chain time a second of the processed sessions' video takes, as planned (1: all of it)",
+            described["device_busy"],  # type: ignore[arg-type]
+        )
+        yield GaugeMetricFamily(
+            "facefuse_capacity_planned_fps",
+            "The rate each processed session is planned to get (the target while the device keeps up)",
+            described["planned_fps"],  # type: ignore[arg-type]
+        )
+        cost = described["chain_cost"] or {"per_batch_ms": 0.0, "per_frame_ms": 0.0}
+        yield _by_label(
+            GaugeMetricFamily,
+            "facefuse_capacity_chain_cost_seconds",
+            "What a batch costs the chain as measured: per batch and per frame in it",
+            "part",
+            {"batch": cost["per_batch_ms"] / 1000, "frame": cost["per_frame_ms"] / 1000},  # type: ignore[index]
+        )
+        yield GaugeMetricFamily("facefuse_queue_sessions", "Sessions waiting in line for capacity", len(capacity.line))
+        yield CounterMetricFamily(
+            "facefuse_queue_admitted", "Sessions let in from the line as room freed", capacity.admitted_from_line
+        )
+        yield CounterMetricFamily(
+            "facefuse_queue_refused", "Sessions answered 503 because the line was full", capacity.refused
+        )
+        shed = GaugeMetricFamily(
+            "facefuse_shed_sessions", "Processed sessions at a shed step (rate, resolution)", labels=["step"]
+        )
+        for step in STEPS[1:3]:
+            shed.add_metric([step], described["shed"].get(step, 0))  # type: ignore[union-attr]
+        yield shed
+        taken = CounterMetricFamily(
+            "facefuse_shed_steps", "Steps taken to shed load, by step and tier priority", labels=["step", "priority"]
+        )
+        for (step, priority), count in sorted(capacity.steps_taken.items()):
+            taken.add_metric([step, priority], count)
+        yield taken
+        yield _by_label(
+            CounterMetricFamily,
+            "facefuse_shed_steps_undone",
+            "Shed steps undone as the load fell, by the step undone",
+            "step",
+            dict(capacity.steps_undone),
+        )
 
     def _scheduler_metrics(self) -> Iterator[Metric]:
         stats = self._runner.stats()

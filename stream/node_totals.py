@@ -12,7 +12,7 @@ from collections import Counter
 from stream.stats import SessionStats
 from stream.webrtc_counts import PeerCounts, WebrtcCounts
 
-FRAME_RESULTS = ("processed", "dropped", "failed", "passed_through", "throttled")
+FRAME_RESULTS = ("processed", "dropped", "failed", "passed_through", "throttled", "waiting")
 
 
 def frames_by_result(stats: SessionStats) -> dict[str, int]:
@@ -23,6 +23,7 @@ def frames_by_result(stats: SessionStats) -> dict[str, int]:
         "failed": stats.frames_failed,
         "passed_through": stats.frames_passed_through,
         "throttled": stats.frames_throttled,
+        "waiting": stats.frames_waiting,
     }
 
 

@@ -26,12 +26,14 @@ from pipeline.faces import FaceLibrary
 from pipeline.runner import BatchRunner, FrameResult
 from stream.audio_relay import AudioRelay
 from stream.bounded_wait import finished_within
+from stream.capacity import ASSUMED_SIZE
 from stream.client_channel import ClientChannel, closed_event, error_event
 from stream.decode_size_limit import DecodeSizeLimit
 from stream.errors import InvalidOffer, SessionClosedEarly
 from stream.fanout import VideoFanout
 from stream.frame_timings import FrameTimings
 from stream.ice import keep_while_media_arrives, refuse_outside_checks, rtc_configuration
+from stream.load_shedding import RATE, RESOLUTION, SHED_PIXELS_SHARE, SHED_RATE_SHARE, STEPS
 from stream.metering import RETURN_LEASE_LIMIT_S, Meter, MeterFactory, SessionMetering, is_charged, throttle
 from stream.negotiation import answer_offer, answer_sdp, apply_offer, tune_video_senders
 from stream.network_stats import NetworkStats
@@ -122,6 +124,12 @@ class Session:
         self._trickle = TrickleBudget(0, settings.idle_timeout_s)  # the offer's own count once accepted
         self._negotiated.set()
         self._in_runner = False  # registered with the runner (after negotiation)
+        # the node's capacity (stream/node_capacity.py): waiting in line, or processed at a shed step
+        self.asked_at = time.monotonic()  # its place in the line: the earliest first, within a tier
+        self.queued = False
+        self.place: dict[str, object] | None = None  # the last "queued" event while it waits
+        self.shed_step = 0  # stream/load_shedding.py's STEPS
+        self._meter_fps_cap: float | None = None
 
     # -- negotiation ---------------------------------------------------------------
     async def accept(self, offer_sdp: str) -> str:
@@ -157,17 +165,16 @@ class Session:
             if transceiver.kind == "video" and transceiver.currentDirection in ("sendrecv", "sendonly"):
                 self.video_out.add(self._output)  # OBS's offer only sends: then nothing comes back to it
 
-        if self._metering is None:
-            self._runner.add_session(self.id, self._deliver_from_worker, options=self._chain_options())
-        else:
-            meter = self._metering.meter
-            self._runner.add_session(
-                self.id,
-                self._deliver_from_worker,
-                options=self._chain_options(),
-                priority=meter.priority,
-                fps_cap=meter.fps_cap,
-            )
+        if self._metering is not None:
+            self._meter_fps_cap = self._metering.meter.fps_cap
+        self._runner.add_session(
+            self.id,
+            self._deliver_from_worker,
+            options=self._chain_options(),
+            priority=self.priority,
+            fps_cap=self._fps_cap(),
+        )
+        if self._metering is not None:
             self._spawn(self._metering.run(), "meter")
         self._in_runner = True
         self._spawn(self._watch(), "watch")
@@ -188,7 +195,52 @@ class Session:
             raise SessionClosedEarly(f"the session was closed ({self.close_reason}) while its offer was being answered")
 
     def _chain_options(self) -> dict[str, object]:
-        return {**self.options, "face_id": self.face_id}
+        options: dict[str, object] = {**self.options, "face_id": self.face_id}
+        if self.shed_step >= RESOLUTION:
+            width, height = self.frame_size()
+            options["max_pixels"] = int(width * height * SHED_PIXELS_SHARE)  # the runner scales it down
+        return options
+
+    @property
+    def priority(self) -> int:
+        """Its tier's priority (vip > paid > free); 0 without a meter."""
+        return self.meter.priority if self.meter is not None else 0
+
+    def frame_size(self) -> tuple[int, int]:
+        """Its frames' size, or a camera's default before the first frame."""
+        if self.stats.width is None or self.stats.height is None:
+            return ASSUMED_SIZE
+        return self.stats.width, self.stats.height
+
+    # -- the node's capacity (stream/node_capacity.py) ----------------------------------------
+    def wait_in_line(self, position: int, estimated_wait_s: float | None) -> None:
+        """Not processed until the node has room: its own video goes back unprocessed, uncharged."""
+        first = not self.queued
+        self.queued = True
+        if self.shed_step:
+            self.set_shed_step(0, tell=False)
+        place = {"type": "queued", "position": position, "estimated_wait_s": estimated_wait_s}
+        if first or place != self.place:
+            self.place = place
+            self.send_event(place)
+
+    def start_processing(self, waited_s: float) -> None:
+        self.queued = False
+        self.place = None
+        self.send_event({"type": "admitted", "waited_s": round(waited_s, 1)})
+
+    def set_shed_step(self, step: int, tell: bool = True) -> None:
+        """Processed at a lower rate (RATE), and at fewer pixels too (RESOLUTION), or fully (0)."""
+        before, self.shed_step = self.shed_step, step
+        if self._in_runner and not self._close_started:
+            self._apply_fps_cap()
+            self._runner.set_options(self.id, self._chain_options())
+        if tell and step != before:
+            kind = "degraded" if step > before else "restored"
+            self.send_event({"type": kind, "step": STEPS[step], "fps_share": self._shed_fps_share()})
+
+    def _shed_fps_share(self) -> float:
+        return SHED_RATE_SHARE if self.shed_step >= RATE else 1.0
 
     async def add_remote_candidates(self, candidates: list[RTCIceCandidate], end: bool) -> None:
         """Trickled candidates (WHIP's PATCH); `end`: no more will come. Raises TrickleRefused or
@@ -219,6 +271,10 @@ class Session:
             if self.meter is not None and self.meter.stopped:
                 # Out of tokens: the original video, unprocessed and uncharged.
                 self.stats.frames_throttled += 1
+                self.latest_frame = frame
+                self.video_out.put(FrameResult(self.id, frame, now, processed=False))
+            elif self.queued:  # waiting for the node's capacity: likewise
+                self.stats.frames_waiting += 1
                 self.latest_frame = frame
                 self.video_out.put(FrameResult(self.id, frame, now, processed=False))
             elif not self.video_out.watched:
@@ -274,13 +330,26 @@ class Session:
     # -- the meter and the client's commands -----------------------------------------------
     def _set_fps_cap(self, fps_cap: float | None) -> None:
         """The meter's level changed: the scheduler's cap follows."""
+        self._meter_fps_cap = fps_cap
         if self._in_runner and not self._close_started:
-            self._runner.set_fps_cap(self.id, fps_cap)
+            self._apply_fps_cap()
+
+    def _fps_cap(self) -> float | None:
+        """The lower of the meter's cap and a shed rate's (a share of the target rate)."""
+        caps = [cap for cap in (self._meter_fps_cap,) if cap is not None]
+        if self.shed_step >= RATE:
+            caps.append(self._settings.target_fps * SHED_RATE_SHARE)
+        return min(caps) if caps else None
+
+    def _apply_fps_cap(self) -> None:
+        self._runner.set_fps_cap(self.id, self._fps_cap())
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         self.channel.attach(channel)
         if self.meter is not None:  # the level may have been set before the channel opened
             self.send_event(self.meter.event())
+        if self.place is not None:  # likewise its place in line
+            self.send_event(self.place)
 
     def set_swap(
         self, mode: object, reference_face_id: object = None, reference_threshold: object = None
@@ -344,6 +413,12 @@ class Session:
             "viewers": len(self.video_out) - (self._output in self.video_out),
             "network": self.network.as_dict(),
             "throttle": throttle(meter_event) if meter_event is not None else None,
+            "capacity": {
+                "queued": self.queued,
+                "position": self.place["position"] if self.place is not None else None,
+                "estimated_wait_s": self.place["estimated_wait_s"] if self.place is not None else None,
+                "shed_step": STEPS[self.shed_step],
+            },
         }
 
     # -- supervision -------------------------------------------------------------------

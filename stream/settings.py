@@ -13,7 +13,22 @@ class StreamSettings:
     # A session that sends no frame for this long (or never starts) is closed, and so is a viewer
     # whose connection is not up this long after its answer.
     idle_timeout_s: float = field(default=10.0, metadata={"help": "seconds without video before a session is closed"})
-    max_sessions: int = field(default=32, metadata={"help": "concurrent sessions at most"})
+    max_sessions: int | None = field(
+        default=None,
+        metadata={
+            "help": "concurrent sessions at most, waiting ones included; auto: as many as the capacity model says fit",
+            "default_text": "auto",
+        },
+    )
+    # The capacity model (stream/capacity.py, docs/running.md "When the node is full").
+    target_fps: float = field(default=30.0, metadata={"help": "the rate each processed session is planned for"})
+    floor_fps: float = field(
+        default=24.0,
+        metadata={"help": "below this rate a processed session counts as degraded: the node admits no more, and sheds"},
+    )
+    max_queue: int = field(
+        default=16, metadata={"help": "sessions waiting for capacity at most; one more is answered 503"}
+    )
     max_viewers_per_stream: int = field(
         default=50, metadata={"help": "WHEP viewers of one stream at most (each encodes its own video)"}
     )
@@ -45,8 +60,12 @@ class StreamSettings:
     def __post_init__(self) -> None:
         if not self.idle_timeout_s > 0:  # NaN fails it too; inf: idle sessions are never closed
             raise ValueError("idle_timeout_s must be a number > 0")
-        if self.max_sessions < 1:
-            raise ValueError("max_sessions must be >= 1")
+        if self.max_sessions is not None and self.max_sessions < 1:
+            raise ValueError("max_sessions must be >= 1 (or None: auto)")
+        if not 0 < self.floor_fps <= self.target_fps <= 240:  # NaN fails it too
+            raise ValueError("target_fps and floor_fps must be numbers with 0 < floor_fps <= target_fps <= 240")
+        if self.max_queue < 0:
+            raise ValueError("max_queue must be >= 0")
         if not self.drain_timeout_s >= 0:  # NaN fails it too
             raise ValueError("drain_timeout_s must be a number >= 0")
         if self.max_viewers_per_stream < 0:

@@ -21,6 +21,7 @@ class SessionStats:
     frames_failed: int = 0  # processing failed: sent on unprocessed
     frames_passed_through: int = 0  # the chain passed it on unchanged on purpose (no face, no source face)
     frames_throttled: int = 0  # shown unprocessed and uncharged: the meter stopped the session
+    frames_waiting: int = 0  # shown unprocessed and uncharged: the session waits for the node's capacity
     codec: str | None = None
     width: int | None = None
     height: int | None = None
@@ -58,6 +59,7 @@ class SessionStats:
             "frames_charged": self.frames_charged,
             "frames_dropped": self.frames_dropped,
             "frames_failed": self.frames_failed,
+            "frames_waiting": self.frames_waiting,
             "fps_in": round(self._fps_in.rate(now), 2),
             "fps_out": round(self._fps_out.rate(now), 2),
             "latency_ms": {

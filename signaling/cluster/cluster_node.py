@@ -51,7 +51,6 @@ class ClusterNode:
         sessions: SessionManager,
         runner: BatchRunner,
         device: str,
-        capacity: int,
         hop_secret: str,
     ) -> None:
         self.id = node_id
@@ -61,7 +60,6 @@ class ClusterNode:
         self._sessions = sessions
         self._runner = runner
         self._device = device
-        self._capacity = capacity
         self._draining = False
         self._nodes: dict[str, NodeRecord] = {}  # the live nodes as of the last heartbeat
         self._registered: dict[str, DirectoryEntry] = {}  # this node's sessions in the directory
@@ -109,11 +107,15 @@ class ClusterNode:
     def record(self) -> NodeRecord:
         """This node as it is now (not as of the last beat)."""
         stats = self._runner.stats()
+        capacity = self._sessions.capacity.describe(self._sessions.all())
+        processed, headroom = int(capacity["processed"]), int(capacity["fits_more"]["480p"])  # type: ignore[call-overload, index]
         return NodeRecord(
             id=self.id,
             url=self.url,
-            capacity=self._capacity,
-            sessions=len(self._sessions.all()),
+            capacity=processed + headroom,
+            sessions=processed,
+            headroom=headroom,
+            waiting=int(capacity["waiting"]),  # type: ignore[call-overload]
             chain=self._runner.chain.name,
             device=self._device,
             draining=self.draining,

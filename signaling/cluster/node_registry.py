@@ -26,8 +26,8 @@ HEARTBEAT_S = 2.0
 class NodeRecord:
     id: str
     url: str  # --advertise-url: where clients and other nodes reach it
-    capacity: int  # --max-sessions
-    sessions: int
+    capacity: int  # the most sessions it processes now: those it does and the headroom
+    sessions: int  # those it processes
     chain: str
     device: str
     draining: bool = False
@@ -37,13 +37,18 @@ class NodeRecord:
     # None before a second beat: how busy the device is, beside how many sessions it holds
     chain_busy_share: float | None = None
     heartbeat_at: float = 0.0  # unix time of the beat that wrote this record
+    # more 480p sessions its capacity model says it can process at the floor rate (stream/capacity.py);
+    # None in a record without it: capacity - sessions
+    headroom: int | None = None
+    waiting: int = 0  # sessions in its line
 
     @property
     def free_share(self) -> float:
         """The share of its capacity still free: 0 when full (or draining, which takes nothing)."""
         if self.draining or self.capacity <= 0:
             return 0.0
-        return max(0, self.capacity - self.sessions) / self.capacity
+        headroom = self.capacity - self.sessions if self.headroom is None else self.headroom
+        return max(0, headroom) / self.capacity
 
     def describe(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -78,7 +78,6 @@ async def cluster_node(app: web.Application) -> AsyncIterator[None]:
         app[SESSIONS],
         app[RUNNER],
         app[DEVICE],
-        settings.stream.max_sessions,
         hop_secret,
     )
     await node.start()

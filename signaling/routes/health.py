@@ -58,6 +58,9 @@ async def healthz(request: web.Request) -> web.Response:
             # the camera page asks for an API key only where there are accounts
             "local_account": request.app[SETTINGS].local_mode,
             "sessions": len(request.app[SESSIONS].all()),
+            # how many more fit, and why (stream/capacity.py): a full node still answers 200, as it
+            # takes new sessions into its line (docs/running.md)
+            "capacity": request.app[SESSIONS].capacity.describe(request.app[SESSIONS].all()),
             "drain": drain.describe(),
             "scheduler": runner.stats(),
             "chain_stages_ms": timer.means() if timer is not None else None,

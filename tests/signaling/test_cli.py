@@ -451,6 +451,9 @@ FIELD_DEFAULTS = [
     ("max_faces_per_account", HttpSettings, "max_faces_per_account", 9, 9),
     ("idle_timeout", StreamSettings, "idle_timeout_s", 7.5, 7.5),
     ("max_sessions", StreamSettings, "max_sessions", 5, 5),
+    ("target_fps", StreamSettings, "target_fps", 25.0, 25.0),
+    ("floor_fps", StreamSettings, "floor_fps", 20.0, 20.0),
+    ("max_queue", StreamSettings, "max_queue", 3, 3),
     ("max_viewers_per_stream", StreamSettings, "max_viewers_per_stream", 7, 7),
     ("max_viewers", StreamSettings, "max_viewers", 9, 9),
     ("max_viewers_per_token", StreamSettings, "max_viewers_per_token", 4, 4),
@@ -485,6 +488,16 @@ def test_each_flag_default_is_read_from_its_settings_field(dest, section, name, 
 
 def test_without_flags_the_settings_are_the_dataclass_defaults():
     assert settings_from_args(build_parser().parse_args(["serve"])) == ServerSettings()
+
+
+def test_max_sessions_takes_a_count_or_auto(capsys):
+    parse = build_parser().parse_args
+    assert settings_from_args(parse(["serve"])).stream.max_sessions is None  # auto: the capacity model decides
+    assert settings_from_args(parse(["serve", "--max-sessions", "12"])).stream.max_sessions == 12
+    assert settings_from_args(parse(["serve", "--max-sessions", "AUTO"])).stream.max_sessions is None
+    with pytest.raises(SystemExit):
+        parse(["serve", "--max-sessions", "many"])
+    assert "expected a number or auto" in capsys.readouterr().err
 
 
 def test_pixel_limits_take_a_size():

@@ -18,7 +18,7 @@ from client.facefuse_client import FacefuseClient
 from client.image_track import ImageTrack
 from quota.settings import QuotaSettings
 from signaling.app import create_app
-from signaling.app_keys import RUNNER, SESSIONS, SETTINGS
+from signaling.app_keys import RUNNER, SESSIONS
 from signaling.cli import build_parser, main, settings_from_args
 from signaling.errors import ApiError, json_errors
 from signaling.routes.metrics import check_metrics_access, metrics
@@ -92,7 +92,10 @@ async def test_counters_move_as_frames_flow_and_never_go_back():
                     assert not unbounded, (sample.name, unbounded)
             assert_monotonic(first, second)
             assert value(second, "facefuse_sessions", state="live") == 1
-            assert value(second, "facefuse_sessions_limit") == app[SETTINGS].stream.max_sessions
+            capacity = app[SESSIONS].capacity.describe(app[SESSIONS].all())  # --max-sessions auto: the model's
+            assert value(second, "facefuse_sessions_limit") == capacity["processed"] + capacity["fits_more"]["480p"]
+            assert value(second, "facefuse_capacity_fits_more", size="480p") == capacity["fits_more"]["480p"] >= 1
+            assert value(second, "facefuse_queue_sessions") == 0
             assert value(second, "facefuse_quota_store_up") == 1
             assert value(second, "facefuse_worker_up") == 1
             assert value(second, "facefuse_batch_oom_splits_total") == 0  # a CPU that never ran out

@@ -5,8 +5,9 @@ of each frame size would fit.
 The device: the fastest session's rate sets how many batches a second run (the others' frames
 join them), each batch costs per_batch + per_frame * its frames, so a second of video costs
     busy = batches/s * per_batch + (sum of the sessions' rates) * per_frame    (seconds a second)
-and the device is planned at most DEVICE_PLAN busy. Past that every session slows alike, to
-DEVICE_PLAN / busy of its rate; the node is full when that would put them below the floor.
+and past 1 every session slows alike, to 1 / busy of its rate. New sessions are admitted with a
+margin, as if the device had only DEVICE_PLAN of its time: the node is full when one more would put
+them below the floor so planned; it sheds only when they fall below it with all of its time.
 The CPU: every session, processed or waiting, decodes and encodes its video; on a CPU device the
 chain's busy share takes the cores torch computes with too.
 """
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 
 from pipeline.chain_cost import CostLine
 
-# The device is planned at most this busy: batch times vary by about a tenth from one to the next.
+# New sessions are planned on this share of the device's time: batch times vary by about a tenth
+# from one to the next, and the gap between admitting and shedding keeps the node from flapping.
 DEVICE_PLAN = 0.9
 # The cores are planned at most this busy: the event loop, RTP and the network need the rest.
 CPU_PLAN = 0.8
@@ -68,10 +70,10 @@ def device_busy(node: Node, demands: Sequence[Demand]) -> float:
     return batches * node.line.per_batch_s + sum(processed) * node.line.per_frame_s
 
 
-def rate_share(node: Node, demands: Sequence[Demand]) -> float:
-    """The share of its rate each processed session gets: 1 while the device keeps up."""
+def rate_share(node: Node, demands: Sequence[Demand], plan: float = 1.0) -> float:
+    """The share of its rate each processed session gets with `plan` of the device's time."""
     busy = device_busy(node, demands)
-    return 1.0 if busy <= DEVICE_PLAN else DEVICE_PLAN / busy
+    return 1.0 if busy <= plan else plan / busy
 
 
 def cpu_busy(node: Node, demands: Sequence[Demand]) -> float:
@@ -80,17 +82,16 @@ def cpu_busy(node: Node, demands: Sequence[Demand]) -> float:
     return codecs + min(1.0, device_busy(node, demands)) * node.chain_threads
 
 
-def floor_holds(node: Node, demands: Sequence[Demand]) -> bool:
-    """Processed sessions at the target rate get at least the floor, and the cores keep up."""
-    return (
-        rate_share(node, demands) * node.target_fps >= node.floor_fps
-        and cpu_busy(node, demands) <= node.cores * CPU_PLAN
-    )
+def floor_holds(node: Node, demands: Sequence[Demand], plan: float = 1.0) -> bool:
+    """Processed sessions at the target rate get at least the floor, and the cores keep up. With
+    plan=DEVICE_PLAN: so planned (admitting); with 1: as it is (shedding)."""
+    cores = node.cores * (CPU_PLAN if plan < 1.0 else 1.0)
+    return rate_share(node, demands, plan) * node.target_fps >= node.floor_fps and cpu_busy(node, demands) <= cores
 
 
 def full_rate_holds(node: Node, demands: Sequence[Demand]) -> bool:
-    """Every processed session gets all of its rate (the mark for undoing a shed step)."""
-    return rate_share(node, demands) >= 1.0 and cpu_busy(node, demands) <= node.cores * CPU_PLAN
+    """Every processed session gets all of its rate, so planned (the mark for undoing a shed step)."""
+    return rate_share(node, demands, DEVICE_PLAN) >= 1.0 and cpu_busy(node, demands) <= node.cores * CPU_PLAN
 
 
 def fits_more(node: Node, demands: Sequence[Demand], width: int, height: int) -> int:
@@ -100,7 +101,7 @@ def fits_more(node: Node, demands: Sequence[Demand], width: int, height: int) ->
     fits, too_many = 0, room + 1  # more sessions only load the node more: a bisection finds the edge
     while too_many - fits > 1:
         middle = (fits + too_many) // 2
-        if floor_holds(node, [*demands, *[new] * middle]):
+        if floor_holds(node, [*demands, *[new] * middle], DEVICE_PLAN):
             fits = middle
         else:
             too_many = middle
@@ -109,7 +110,7 @@ def fits_more(node: Node, demands: Sequence[Demand], width: int, height: int) ->
 
 def describe(node: Node, demands: Sequence[Demand]) -> dict[str, object]:
     """The model and its inputs, for /healthz, /metrics and the operator's view."""
-    share = rate_share(node, demands)
+    share = rate_share(node, demands, DEVICE_PLAN)
     return {
         "target_fps": node.target_fps,
         "floor_fps": node.floor_fps,

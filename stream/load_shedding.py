@@ -4,7 +4,8 @@ more faces, a device another tenant slowed), and undoing it when the load falls.
 Each tick a session moves one step at most: full -> "rate" (processed at half the target rate)
 -> "resolution" (also at a quarter of the pixels) -> "line" (back into the waiting line). The
 lowest tier goes first, its newest sessions first; the next tier is touched only once every session
-of the lower one is back in line. Undoing goes the other way, highest tier and oldest first, one
+of the lower one is back in line. The earliest session of the highest tier is never shed: shedding
+is for the others' sake, and a device too slow for one session alone gives that one all it has. Undoing goes the other way, highest tier and oldest first, one
 step a tick, and only while every processed session would then get its full rate: between the
 floor and full rate nothing moves, so the node does not flap.
 """
@@ -54,8 +55,9 @@ def shed(node: Node, processed: Sequence[Processed], waiting: Sequence[Demand]) 
     if holds():
         return {}
     changes: dict[str, int] = {}
+    kept = min(processed, key=lambda s: (-s.priority, s.since)).session_id if processed else None
     for tier in sorted({session.priority for session in processed}):
-        members = sorted((s for s in processed if s.priority == tier), key=lambda s: -s.since)
+        members = sorted((s for s in processed if s.priority == tier and s.session_id != kept), key=lambda s: -s.since)
         for session in members:
             current[session.session_id] = replace(session, step=session.step + 1)
             changes[session.session_id] = session.step + 1

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from pipeline.runner import BatchRunner
-from stream.capacity import ASSUMED_SIZE, Demand, Node, describe, fits_more, floor_holds
+from stream.capacity import ASSUMED_SIZE, DEVICE_PLAN, Demand, Node, describe, fits_more, floor_holds
 from stream.codec_cost import CodecCost
 from stream.load_shedding import LINE, STEPS, Processed, demand, restore, shed
 from stream.session import Session
@@ -88,6 +88,8 @@ class NodeCapacity:
         live = [s for s in sessions if not s.closing]
         if len(self.line) or any(s.shed_step for s in live):
             return False
+        if not self._processed(live):
+            return True  # a device too slow for one session still serves one, as well as it can
         return fits_more(self.node(), self.demands(live), *ASSUMED_SIZE) >= 1
 
     def line_full(self) -> bool:
@@ -124,10 +126,9 @@ class NodeCapacity:
                 STEPS[step],
                 node.floor_fps,
             )
-            if step >= LINE:
+            if step >= LINE:  # its place, and the "queued" event, follow below
                 session.send_event({"type": "degraded", "step": "line", "fps_share": 0.0})
                 self.line.join(session.id, session.priority, session.asked_at)
-                session.wait_in_line(0, None)  # its position follows below
             else:
                 session.set_shed_step(step)
         if not steps:
@@ -147,7 +148,7 @@ class NodeCapacity:
                 continue
             trial = [*self.demands(list(live.values())), Demand(node.target_fps, *session.frame_size())]
             trial.remove(Demand(0.0, *session.frame_size()))  # it no longer waits
-            if not floor_holds(node, trial):
+            if self._processed(list(live.values())) and not floor_holds(node, trial, DEVICE_PLAN):
                 return
             self.line.leave(session.id)
             self.admitted_from_line += 1

@@ -29,26 +29,40 @@ def test_noise_that_makes_larger_batches_cheaper_charges_the_dearest_frame():
     assert cost.line().per_batch_s == 0.0 and cost.line().per_frame_s == pytest.approx(0.020)
 
 
-def test_a_slower_device_moves_the_sizes_that_no_longer_run_too():
-    """A spike measured at batch 1 alone must also raise batch 4's cost, and its end lower it:
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_where_one_size_runs_the_last_lines_shape_is_scaled_to_it():
+    """A spike measured at batch 1 alone must also raise batch 2's cost, and its end lower it:
     else a size whose sessions were shed keeps the spike's cost and nobody is ever let back in."""
-    cost = ChainCost()
-    cost.add(1, 0.016)
-    cost.add(4, 0.052)
-    for _ in range(40):
-        cost.add(1, 0.032)
-    assert cost.by_size()[4] > 0.052 * 1.3  # part of the way: its own batches set the rest
-    for _ in range(40):
+    clock = Clock()
+    cost = ChainCost(clock)
+    for _ in range(30):  # both sizes run: the line is theirs
         cost.add(1, 0.016)
-    assert cost.by_size()[4] == pytest.approx(0.052, rel=0.1)
-    assert cost.by_size()[1] == pytest.approx(0.016, rel=0.02)
+        cost.add(2, 0.028)
+    assert cost.line().batch_s(2) == pytest.approx(0.028, rel=0.02)
+    clock.now = 10.0  # batch 2 stops running (its sessions were shed), and the device slows 3x
+    for _ in range(40):
+        cost.add(1, 0.048)
+    assert cost.line().batch_s(1) == pytest.approx(0.048, rel=0.02)
+    assert cost.line().batch_s(2) == pytest.approx(0.084, rel=0.05)
+    for _ in range(40):  # the spike ends
+        cost.add(1, 0.016)
+    assert cost.line().batch_s(2) == pytest.approx(0.028, rel=0.05)
 
 
-def test_each_size_still_converges_to_its_own_cost():
-    cost = ChainCost()
-    cost.add(1, 0.050)  # a wrong first reading (a cold start)
-    cost.add(4, 0.052)
-    for _ in range(100):
-        cost.add(1, 0.016)
-        cost.add(4, 0.052)
-    assert cost.by_size()[1] == pytest.approx(0.016, rel=0.05) and cost.by_size()[4] == pytest.approx(0.052, rel=0.05)
+def test_a_first_line_with_one_size_running_takes_its_shape_from_every_size_measured():
+    clock = Clock()
+    cost = ChainCost(clock)
+    cost.add(1, 0.010)  # the start's blank frames: cheaper than faces
+    cost.add(4, 0.028)
+    clock.now = 10.0
+    for _ in range(40):
+        cost.add(1, 0.020)  # a live session with a face
+    assert cost.line().batch_s(1) == pytest.approx(0.020, rel=0.02)
+    assert cost.line().batch_s(4) == pytest.approx(0.056, rel=0.05)

@@ -14,6 +14,7 @@ from aiortc import RTCPeerConnection
 
 from client.facefuse_client import FacefuseClient
 from signaling.app_keys import RUNNER, SESSIONS
+from stream.load_shedding import RATE
 from support.cluster_nodes import camera
 from support.server import loopback_settings, running_server, wait_until
 
@@ -92,8 +93,9 @@ async def test_sessions_beyond_capacity_wait_in_line_and_the_first_starts_when_o
 
 
 async def test_a_spike_sheds_the_free_session_first_and_undoes_it_when_the_load_falls():
-    """The chain's cost doubles at run time: the free session goes down a rate, then a size, then
-    back into line; the paid one keeps its rate. When the cost falls back the free one comes back."""
+    """The chain's cost doubles at run time: the free session goes to half rate; it triples: on to a
+    smaller size, then back into line, while the paid one keeps its rate. When the cost falls back
+    the free one comes back."""
     from support.metering import ADMIN, create_account, metered_settings
 
     settings = metered_settings(None, chain="fixed-cost:4:12")
@@ -110,17 +112,20 @@ async def test_a_spike_sheds_the_free_session_first_and_undoes_it_when_the_load_
             assert not server_paid.queued and not server_free.queued
 
             chain = app[RUNNER].chain
-            chain.frame_ms *= 2  # another tenant on the device: every frame costs twice as much
+            chain.frame_ms *= 2  # another tenant on the device: each frame costs twice as much
+            await wait_until(lambda: server_free.shed_step == RATE, timeout=10)  # half rate: both hold 24 then
+            chain.frame_ms *= 1.5  # three times: the free one goes further, down to the line
             await wait_until(lambda: server_free.queued, timeout=15)
-            steps = [e["step"] for e in free_session.events if e.get("type") == "degraded"]
             told = [e for e in free_session.events if e.get("type") in ("degraded", "restored", "queued", "admitted")]
+            steps = [e["step"] for e in told if e["type"] == "degraded"]
             assert steps == ["rate", "resolution", "line"], told
             assert not [e for e in paid_session.events if e.get("type") == "degraded"]
             assert not server_paid.queued and server_paid.shed_step == 0
+            # alone on a device three times slower the paid session gets 25 of 30 fps: above the floor
             share = await processed_share(server_paid, 3.0)
-            assert share >= 0.8, (share, app[SESSIONS].capacity.describe(app[SESSIONS].all()))
+            assert share >= 0.75, (share, app[SESSIONS].capacity.describe(app[SESSIONS].all()))
 
-            chain.frame_ms /= 2  # the other tenant left
+            chain.frame_ms /= 3  # the other tenant left
             await wait_until(lambda: not server_free.queued, timeout=15)
             assert any(e.get("type") == "admitted" for e in free_session.events)
             await wait_until(lambda: server_free.stats.frames_processed > 0, timeout=5)

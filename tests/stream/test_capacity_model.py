@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from pipeline.chain_cost import CostLine
-from stream.capacity import SIZES, Demand, Node, device_busy, fits_more, floor_holds, rate_share
+from stream.capacity import DEVICE_PLAN, SIZES, Demand, Node, device_busy, fits_more, floor_holds, rate_share
 from stream.load_shedding import LINE, RATE, RESOLUTION, Processed, restore, shed
 from stream.waiting_line import WaitingLine
 
@@ -25,8 +25,10 @@ CAMERA = Demand(30, 640, 480)
 
 def test_the_issues_node_processes_two_sessions_at_full_rate_not_five_at_fifteen():
     assert fits_more(NODE, [], 640, 480) == 2
-    assert rate_share(NODE, [CAMERA] * 2) == 1.0
-    assert rate_share(NODE, [CAMERA] * 3) * 30 < 24  # the third would drag all three below the floor
+    assert rate_share(NODE, [CAMERA] * 2, DEVICE_PLAN) == 1.0
+    assert rate_share(NODE, [CAMERA] * 3, DEVICE_PLAN) * 30 < 24  # a third is not admitted: planned, below the floor
+    assert floor_holds(NODE, [CAMERA] * 3)  # but three do not shed: with all of its time each gets 25
+    assert not floor_holds(NODE, [CAMERA] * 4)
     assert device_busy(NODE, [CAMERA] * 5) == pytest.approx(30 * (0.004 + 5 * 0.012))
 
 
@@ -74,9 +76,18 @@ def test_a_spike_sheds_free_sessions_step_by_step_before_any_paid_one():
     assert steps == {"free-new": RESOLUTION, "free-old": RESOLUTION}
     processed = [dataclasses.replace(s, step=steps.get(s.session_id, s.step)) for s in processed]
     steps = shed(SLOW, processed, [])
-    assert steps == {"free-new": LINE, "free-old": LINE}
-    left = [s for s in processed if s.session_id == "paid"]
-    assert shed(SLOW, left, [Demand(0, 640, 480)] * 2) == {}  # the paid session alone holds its floor
+    assert steps == {"free-new": LINE}  # the paid one and the older free one at half rate: 25 fps
+    processed = [dataclasses.replace(s, step=steps.get(s.session_id, s.step)) for s in processed]
+    assert shed(SLOW, processed, []) == {}
+
+
+def test_the_earliest_session_of_the_highest_tier_is_never_shed():
+    """A device too slow for one session alone gives it all it has: shedding it helps nobody."""
+    crawling = dataclasses.replace(NODE, line=CostLine(0.0, 0.100))
+    alone = [session("free", 0, 1.0)]
+    assert shed(crawling, alone, []) == {}
+    pair = [session("free-old", 0, 1.0), session("free-new", 0, 2.0)]
+    assert shed(crawling, pair, []) == {"free-new": RATE}
 
 
 def test_paid_is_shed_only_once_every_free_session_waits_in_line():

@@ -76,7 +76,10 @@ def test_a_full_node_shows_the_place_in_line_then_starts_the_swap_by_itself(tmp_
         keys = {}
         for name in ("early", "late"):
             status, account = http_json(
-                "POST", f"{server.base_url}/api/admin/accounts", body={"id": name, "tier": "paid", "balance": 1000}, token=ADMIN
+                "POST",
+                f"{server.base_url}/api/admin/accounts",
+                body={"id": name, "tier": "paid", "balance": 1000},
+                token=ADMIN,
             )
             assert status == 201, account
             keys[name] = account["api_key"]
@@ -119,9 +122,10 @@ def test_a_full_node_shows_the_place_in_line_then_starts_the_swap_by_itself(tmp_
             lambda: "swap has started" in text_of(driver, "capacity") and text_of(driver, "capacity"), 5, "the start"
         )
         print(f"then: {started!r}")
-        wait_for(
-            lambda: http_json("GET", f"{server.base_url}/api/sessions/{session_id}", token=keys["late"])[1]["frames_processed"]
-            > 10,
-            10,
-            "processed frames",
-        )
+
+        def processed() -> int:
+            return http_json("GET", f"{server.base_url}/api/sessions/{session_id}", token=keys["late"])[1][
+                "frames_processed"
+            ]
+
+        wait_for(lambda: processed() > 10, 10, "processed frames")

@@ -44,6 +44,7 @@ class Trial:
     offered: int
     processed_fps: list[float] = field(default_factory=list)  # per processed session
     waiting: int = 0
+    shed: list[str] = field(default_factory=list)  # the shed step of each processed session that has one
     received_fps: list[float] = field(default_factory=list)  # per session: what came back, processed or not
     planned_fps: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -87,6 +88,8 @@ async def run_trial(args: argparse.Namespace, mode: str, offered: int, log_dir: 
                     trial.waiting += 1
                 else:
                     trial.processed_fps.append((s1["frames_processed"] - s0["frames_processed"]) / elapsed)
+                    if s1["capacity"]["shed_step"] != "full":
+                        trial.shed.append(s1["capacity"]["shed_step"])
             for session in sessions:
                 await session.close()
     finally:
@@ -102,13 +105,14 @@ def _mean_min(values: list[float]) -> str:
 
 def table(trials: list[Trial]) -> list[str]:
     rows = [
-        "| sessions offered | mode | processed | waiting | processed fps per processed session, mean (min) "
+        "| sessions offered | mode | processed | shed | waiting | processed fps per processed session, mean (min) "
         "| fps back per session, mean (min) |",
-        "|---:|---|---:|---:|---:|---:|",
+        "|---:|---|---:|---|---:|---:|---:|",
     ]
     for trial in sorted(trials, key=lambda t: (t.offered, t.mode != "before")):
         rows.append(
-            f"| {trial.offered} | {trial.mode} | {len(trial.processed_fps)} | {trial.waiting} "
+            f"| {trial.offered} | {trial.mode} | {len(trial.processed_fps)} | {', '.join(trial.shed) or '-'} "
+            f"| {trial.waiting} "
             f"| {_mean_min(trial.processed_fps)} | {_mean_min(trial.received_fps)} |"
         )
     return rows

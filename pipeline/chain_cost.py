@@ -96,8 +96,8 @@ def _fitted(points_by_size: dict[int, float]) -> CostLine:
     mean_s = sum(s for _, s in points) / count
     spread = sum((n - mean_n) ** 2 for n, _ in points)
     slope = sum((n - mean_n) * (s - mean_s) for n, s in points) / spread
-    if slope <= 0:  # noise: larger batches measured no dearer; charge the dearest per frame
-        return CostLine(0.0, max(s / n for n, s in points))
+    if slope <= 0:  # larger batches no dearer: a fixed cost a batch (the dearest measured), frames free
+        return CostLine(max(s for _, s in points), 0.0)
     intercept = mean_s - slope * mean_n
     if intercept < 0:  # a negative fixed cost: the best line through zero instead
         return CostLine(0.0, sum(n * s for n, s in points) / sum(n * n for n, _ in points))

@@ -22,11 +22,12 @@ def test_one_size_alone_is_read_as_cost_per_frame():
     assert ChainCost().line() is None
 
 
-def test_noise_that_makes_larger_batches_cheaper_charges_the_dearest_frame():
+def test_larger_batches_measured_no_dearer_read_as_a_fixed_cost_a_batch():
+    """A chain whose cost is its batch's (fixed-cost:20:0): batching is free, and a second session fits."""
     cost = ChainCost()
     cost.add(1, 0.020)
-    cost.add(2, 0.018)
-    assert cost.line().per_batch_s == 0.0 and cost.line().per_frame_s == pytest.approx(0.020)
+    cost.add(4, 0.019)
+    assert (cost.line().per_batch_s, cost.line().per_frame_s) == (0.020, 0.0)
 
 
 class Clock:

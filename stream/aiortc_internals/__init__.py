@@ -34,6 +34,10 @@ The changes, and why each exists:
   runs libx264 at preset medium, 4-6x the CPU per frame of ultrafast; ours uses ultrafast,
   zerolatency, baseline. It overrides the parent's `_encode_frame`, and is put in the sender's
   encoder slot before the sender creates its own.
+- Sender encoder -> OneThreadVp8Encoder (vp8_encoder.py; set by stream/encoder.py). aiortc gives
+  libvpx two threads above 640x480 on 3 cores or more, which took 2.2x the CPU of one per frame
+  for nothing a loaded server sees; ours encodes on one thread at every size. It overrides the
+  parent's `encode` (reusing its `_packetize`), in the same encoder slot.
 - The negotiated codec list of a transceiver (encoder.py: negotiated_codecs): which codec a
   sender encodes with, for tune_sender and the session's stats.
 - Sender RTCP handler wrapped (rtcp.py; used by stream/retransmit_limit.py). aiortc resends
@@ -100,11 +104,13 @@ from .receiver import (  # noqa: E402
 from .rtcp import count_feedback_sent, filter_nacks  # noqa: E402
 from .sdp import MediaDescription, digest_algorithm_supported, parse_sdp, video_codecs_in_common  # noqa: E402
 from .touched import TOUCHED, Touched  # noqa: E402
+from .vp8_encoder import OneThreadVp8Encoder  # noqa: E402
 
 __all__ = [
     "TOUCHED",
     "ArrivalJitterBuffer",
     "FastH264Encoder",
+    "OneThreadVp8Encoder",
     "MarkerJitterBuffer",
     "MediaDescription",
     "Touched",

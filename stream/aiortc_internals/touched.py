@@ -42,7 +42,7 @@ TOUCHED: tuple[Touched, ...] = (
     Touched("aiortc.jitterbuffer.JitterBuffer", "_packets", "instance"),
     Touched("aiortc.jitterbuffer.JitterBuffer", "_prefetch", "instance"),
     Touched("aiortc.utils", "uint16_add", "module"),
-    # send path (encoder.py, rtcp.py)
+    # send path (encoder.py, vp8_encoder.py, rtcp.py)
     Touched("aiortc.rtcrtptransceiver.RTCRtpTransceiver", "_codecs", "instance"),
     Touched("aiortc.rtcrtpsender.RTCRtpSender", "_RTCRtpSender__encoder", "instance"),
     Touched("aiortc.rtcrtpsender.RTCRtpSender", "_handle_rtcp_packet", "class"),
@@ -52,6 +52,12 @@ TOUCHED: tuple[Touched, ...] = (
     Touched("aiortc.codecs.h264.H264Encoder", "codec", "instance"),
     Touched("aiortc.codecs.h264.H264Encoder", "buffer_data", "instance"),
     Touched("aiortc.codecs.h264.H264Encoder", "buffer_pts", "instance"),
+    Touched("aiortc.codecs.vpx", "Vp8Encoder", "module"),
+    Touched("aiortc.codecs.vpx.Vp8Encoder", "_packetize", "class"),
+    Touched("aiortc.codecs.vpx.Vp8Encoder", "codec", "instance"),
+    Touched("aiortc.codecs.vpx.Vp8Encoder", "picture_id", "instance"),
+    Touched("aiortc.mediastreams", "VIDEO_TIME_BASE", "module"),
+    Touched("aiortc.mediastreams", "convert_timebase", "module"),
     Touched("aiortc.rtp", "RTCP_RTPFB_NACK", "module"),
     Touched("aiortc.rtp", "RtcpRtpfbPacket", "module"),
     # feedback counted for the metrics (rtcp.py)

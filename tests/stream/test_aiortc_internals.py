@@ -21,6 +21,7 @@ import pytest
 from aioice import Candidate, Connection
 from aiortc import RTCPeerConnection
 from aiortc.codecs.h264 import H264Encoder
+from aiortc.codecs.vpx import Vp8Encoder
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtcrtpreceiver import RemoteStreamTrack
 
@@ -59,6 +60,7 @@ async def instances() -> AsyncIterator[dict[str, Callable[[], Any]]]:
         "aiortc.rtcicetransport.RTCIceGatherer": lambda: transceiver.receiver.transport.transport.iceGatherer,
         "aiortc.jitterbuffer.JitterBuffer": lambda: JitterBuffer(capacity=16),
         "aiortc.codecs.h264.H264Encoder": H264Encoder,
+        "aiortc.codecs.vpx.Vp8Encoder": Vp8Encoder,
         "aioice.ice.Connection": lambda: Connection(ice_controlling=True),
         "aioice.candidate.Candidate": lambda: Candidate(
             foundation="1", component=1, transport="udp", priority=1, host="127.0.0.1", port=9, type="host"

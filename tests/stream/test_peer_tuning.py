@@ -27,6 +27,7 @@ from aiortc.mediastreams import MediaStreamError
 from stream.aiortc_internals import (
     FastH264Encoder,
     MarkerJitterBuffer,
+    OneThreadVp8Encoder,
     decoder_queue,
     jitter_buffer,
     negotiated_codecs,
@@ -172,16 +173,12 @@ async def run_pair(mime: str) -> None:
         # the jitter buffer still in use is ours (nothing swapped it back)
         assert isinstance(jitter_buffer(receiver), MarkerJitterBuffer)
 
-        # the sender uses the codec that was negotiated, through our encoder
-        # for H264 only
+        # the sender uses the codec that was negotiated, through our encoder for it
         assert negotiated_codecs(server_transceiver)[0].mimeType.lower() == mime
         for transceiver in (server_transceiver, client_transceiver):
             encoder = sender_encoder(transceiver.sender)
-            if mime == "video/h264":
-                assert isinstance(encoder, FastH264Encoder)
-                assert encoder.codec is not None  # it did encode frames
-            else:
-                assert not isinstance(encoder, FastH264Encoder)
+            assert isinstance(encoder, FastH264Encoder if mime == "video/h264" else OneThreadVp8Encoder)
+            assert encoder.codec is not None  # it did encode frames
 
         # the server's answer carries the bitrate hints for the negotiated codec
         assert re.search(r"a=fmtp:\d+ .*x-google-start-bitrate=800", answer)

@@ -4,7 +4,8 @@ frame to decode what arrives and to encode what leaves, and the sessions a core 
 VP8 as libvpx with aiortc's real-time settings, on one thread (stream/aiortc_internals/vp8_encoder.py)
 and on two (what aiortc itself picks above 640x480 on 3 cores or more); H.264 as libx264 ultrafast,
 zerolatency, baseline (FastH264Encoder). The picture is a real photo framed as a webcam frames it,
-with a band that changes every frame (a still costs an encoder almost nothing). Decode with the
+with a band that changes every frame and a camera sensor's noise (a still costs an encoder almost
+nothing). Decode with the
 decoder aiortc uses for each. Prints a markdown table; --out appends it to a file.
 
     .venv/bin/python bench/codecs.py --out bench/results/DATE-codecs.md
@@ -33,6 +34,7 @@ from support.photos import face_rgb  # noqa: E402 (the photos are found where th
 
 FPS = 30
 BITRATE = 1_500_000
+SENSOR_NOISE = 2.0  # grey levels, standard deviation: an indoor webcam's
 ENCODERS = {
     "VP8, 1 thread": ("libvpx", 1),
     "VP8, 2 threads": ("libvpx", 2),
@@ -61,9 +63,10 @@ def cpu_ms_per_frame(codec: str, threads: int, picture: np.ndarray, frames: int)
     height, width = picture.shape[0] * 2 // 3, picture.shape[1]
     context = encoder(codec, threads, width, height)
     packets = []
+    noise = np.random.default_rng(0).normal(0, SENSOR_NOISE, (8, *picture.shape))  # a camera's sensor
     started = time.process_time()
     for index in range(frames):
-        moving = picture.copy()
+        moving = np.clip(picture + noise[index % len(noise)], 0, 255).astype(np.uint8)
         moving[: height // 8] = (index * 7) % 255
         frame = av.VideoFrame.from_ndarray(moving, format="yuv420p")
         frame.pts = index
@@ -93,7 +96,7 @@ def main() -> None:
     for size in args.sizes:
         width, height = (int(part) for part in size.split("x"))
         rgb = top_at_aspect(face_rgb("obama.jpg"), width, height)
-        picture = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p").to_ndarray()
+        picture = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p").to_ndarray().astype(float)
         for name, (codec, threads) in ENCODERS.items():
             cpu_ms_per_frame(codec, threads, picture, 10)  # the libraries' first use
             encode, decode = cpu_ms_per_frame(codec, threads, picture, args.frames)

@@ -81,7 +81,7 @@ def main() -> None:
     face_id = faces.add(source, owner="bench", format="jpeg", size_bytes=0, analysis=chain.analysis.analyse(source)).id
     image = frame(face_rgb("obama.jpg"), width, height)
     rows = [
-        "| faces in the batch | aten ops per batch | host reads per batch | of which `.item()`-like | `nonzero` "
+        "| faces in the batch | aten ops per batch | host reads per batch | of which `.item()`, `float()`, `int()`, `.tolist()`, `.cpu()` | `nonzero` "
         "| `lift_fresh` | CPU-ms per batch | CPU-ms per face |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]

@@ -5,7 +5,7 @@ CPU per frame than ultrafast (docs/architecture.md, "Changes to aiortc and aioic
 quality-per-bit gain of medium is not worth a frame budget: an H264 sender
 gets aiortc_internals.FastH264Encoder (ultrafast, zerolatency, baseline). A VP8 sender gets
 aiortc_internals.OneThreadVp8Encoder: libvpx on one thread, where aiortc gives it two above
-640x480 for 2.2x the CPU (bench/results/2026-12-08-codecs.md).
+640x480 on 3 cores or more for more CPU a frame (bench/results/2026-12-08-codecs.md).
 """
 
 from __future__ import annotations

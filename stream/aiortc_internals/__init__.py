@@ -35,8 +35,9 @@ The changes, and why each exists:
   zerolatency, baseline. It overrides the parent's `_encode_frame`, and is put in the sender's
   encoder slot before the sender creates its own.
 - Sender encoder -> OneThreadVp8Encoder (vp8_encoder.py; set by stream/encoder.py). aiortc gives
-  libvpx two threads above 640x480 on 3 cores or more, which took 2.2x the CPU of one per frame
-  for nothing a loaded server sees; ours encodes on one thread at every size. It overrides the
+  libvpx two threads above 640x480 on 3 cores or more, which took more CPU a frame than one (13-18 %
+  here, 3.5-4.7x on a larger machine) for nothing a loaded server sees; ours encodes on one thread
+  at every size. It overrides the
   parent's `encode` (reusing its `_packetize`), in the same encoder slot.
 - The negotiated codec list of a transceiver (encoder.py: negotiated_codecs): which codec a
   sender encodes with, for tune_sender and the session's stats.

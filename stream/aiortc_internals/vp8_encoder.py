@@ -1,11 +1,11 @@
 """VP8 encoding for aiortc senders: libvpx on one thread per session.
 
 aiortc's Vp8Encoder gives libvpx two threads for frames above 640x480 on a machine of 3 cores or
-more (its `number_of_threads`). A server encodes many sessions at once, each on its own encoder:
-two threads took 2.2x the CPU of one per 1280x720 frame (17.2 against 7.8 ms, 6.5 against 3.0 at
-640x480; bench/results/2026-12-08-codecs.md) for no frame sooner on a loaded machine. So one
-thread, whatever the size; the codec settings are libvpx's real-time ones (CBR at the target
-bitrate, no lag, the fastest real-time speed aiortc also uses). Packetisation, the picture id and
+more (its `number_of_threads`). A server encodes many sessions at once, each on its own encoder,
+so a frame sooner buys nothing and the CPU is what runs out: two threads took 13-18 % more CPU a
+frame than one here (bench/results/2026-12-08-codecs.md) and 3.5-4.7x at 720p on issue #37's
+machine. So one thread, whatever the size; the codec settings are libvpx's real-time ones (CBR
+at the target bitrate, no lag, the fastest real-time speed aiortc also uses). Packetisation, the picture id and
 the target bitrate (REMB) come from the parent.
 """
 

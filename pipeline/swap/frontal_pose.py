@@ -10,6 +10,8 @@ camera; its x, y are the frontal layout the source texture is drawn in (source_t
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from pipeline.swap.mirror_pairs import MIRROR_PAIRS
@@ -25,18 +27,32 @@ def head_axes(points: torch.Tensor, pairs: tuple[int, ...] = MIRROR_PAIRS) -> to
     rows: the head's own left-to-right, top-to-bottom and front-to-back axes in the picture's
     coordinates (a rotation: orthonormal, determinant 1). pairs: each point's mirror partner (by
     index; itself on the midline)."""
+    return heads_axes(points[None], pairs)[0]
+
+
+def heads_axes(points: torch.Tensor, pairs: tuple[int, ...] = MIRROR_PAIRS) -> torch.Tensor:
+    """head_axes of a batch: points [N, 468, 3] -> [N, 3, 3], the same ops whatever N and nothing
+    read back to the host (on CUDA a read is a sync; issue #37)."""
     xyz = points.double()
-    partner = torch.tensor(pairs, device=points.device)
-    across = xyz[partner] - xyz  # each pair twice, once each way: the sign does not matter below
+    across = (
+        xyz[:, index_tensor(pairs, points.device)] - xyz
+    )  # each pair twice, once each way: the sign does not matter
     _, _, vh = torch.linalg.svd(across, full_matrices=False)
-    right = vh[0]
-    if float((xyz[EYE_CORNERS[1]] - xyz[EYE_CORNERS[0]]) @ right) < 0:
-        right = -right
-    down = xyz[CHIN] - xyz[FOREHEAD_TOP]
-    down = down - (down @ right) * right
-    down = down / down.norm().clamp_min(1e-9)
+    right = vh[:, 0]
+    eyes = xyz[:, EYE_CORNERS[1]] - xyz[:, EYE_CORNERS[0]]
+    right = torch.where(((eyes * right).sum(dim=-1) < 0)[:, None], -right, right)
+    down = xyz[:, CHIN] - xyz[:, FOREHEAD_TOP]
+    down = down - (down * right).sum(dim=-1, keepdim=True) * right
+    down = down / down.norm(dim=-1, keepdim=True).clamp_min(1e-9)
     back = torch.linalg.cross(right, down)
-    return torch.stack((right, down, back)).to(points.dtype)
+    return torch.stack((right, down, back), dim=1).to(points.dtype)
+
+
+@functools.cache
+def index_tensor(indices: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """A constant index as a device tensor, made once per device (a tensor from Python data is an
+    upload each time)."""
+    return torch.tensor(indices, device=device)
 
 
 def frontal_points(points: torch.Tensor) -> torch.Tensor:
@@ -48,12 +64,13 @@ def frontal_points(points: torch.Tensor) -> torch.Tensor:
 
 
 def symmetric_layout(frontal: torch.Tensor) -> torch.Tensor:
-    """frontal [468, 3+] -> [468, 2]: x, y made exactly mirror-symmetric about x = 0 (each point
+    """frontal [..., 468, 3+] -> [..., 468, 2]: x, y made exactly mirror-symmetric about x = 0 (each point
     and its partner averaged, x negated), so that the mirror of the layout is a horizontal flip."""
-    partner = torch.tensor(MIRROR_PAIRS, device=frontal.device)
-    x = (frontal[:, 0] - frontal[partner, 0]) / 2
-    y = (frontal[:, 1] + frontal[partner, 1]) / 2
-    return torch.stack((x, y), dim=1)
+    partner = index_tensor(MIRROR_PAIRS, frontal.device)
+    mirrored = frontal[..., partner, :]
+    x = (frontal[..., 0] - mirrored[..., 0]) / 2
+    y = (frontal[..., 1] + mirrored[..., 1]) / 2
+    return torch.stack((x, y), dim=-1)
 
 
 def yaw_degrees(points: torch.Tensor) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.swap.frontal_pose import head_axes, symmetric_layout
+from pipeline.swap.frontal_pose import heads_axes, index_tensor, symmetric_layout
 from pipeline.swap.topology import EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, EYE_OUTER_CORNERS, INNER_LIPS, OUTER_LIPS
 
 # How far the target's points move toward the source's proportions (0: not at all), and the most
@@ -39,18 +39,17 @@ def shape_offsets(target_points: torch.Tensor, source_layouts: torch.Tensor) -> 
     source_layouts [N, 468, 2]: each source's frontal symmetric layout (any scale) -> [N, 468, 2]
     frame pixels to add to the target's x, y: STRENGTH of the proportions' difference, at most
     MOST inter-ocular distances per point."""
-    offsets = []
-    for points, source in zip(target_points.float(), source_layouts.float()):
-        axes = head_axes(points)  # rows: the head's right, down, back in the picture's axes
-        target = symmetric_layout((points - points.mean(dim=0)) @ axes.T)
-        source = source - source.mean(dim=0)
-        scale = (source * target).sum() / source.square().sum().clamp_min(1e-9)
-        frontal = scale * source - target  # [468, 2] in the target's frontal pixels
-        for group in RIGID_GROUPS:
-            frontal[list(group)] = frontal[list(group)].mean(dim=0)
-        frontal[list(UNMOVED)] = 0.0
-        offsets.append(frontal @ axes[:2, :2])  # back into the picture: x, y of right and down
-    offsets = torch.stack(offsets) * STRENGTH
+    points, source = target_points.float(), source_layouts.float()
+    axes = heads_axes(points)  # [N, 3, 3] rows: each head's right, down, back in the picture's axes
+    target = symmetric_layout((points - points.mean(dim=1, keepdim=True)) @ axes.transpose(1, 2))
+    source = source - source.mean(dim=1, keepdim=True)
+    scale = (source * target).sum(dim=(1, 2)) / source.square().sum(dim=(1, 2)).clamp_min(1e-9)
+    frontal = scale[:, None, None] * source - target  # [N, 468, 2] in each target's frontal pixels
+    for group in RIGID_GROUPS:
+        rows = index_tensor(group, frontal.device)
+        frontal[:, rows] = frontal[:, rows].mean(dim=1, keepdim=True).expand(-1, len(group), -1)
+    frontal = frontal.index_fill(1, index_tensor(UNMOVED, frontal.device), 0.0)
+    offsets = (frontal @ axes[:, :2, :2]) * STRENGTH  # back into the picture: x, y of right and down
     iod = (target_points[:, EYE_OUTER_CORNERS[0], :2] - target_points[:, EYE_OUTER_CORNERS[1], :2]).norm(dim=-1)
     most = (MOST * iod)[:, None, None]
     length = offsets.norm(dim=-1, keepdim=True)

@@ -91,17 +91,61 @@ def test_strength_scales_the_move_and_the_cap_holds():
     assert float(full.norm(dim=-1).max()) > 0.01 * iod  # the cap did something
 
 
+def turned(face: torch.Tensor, radians: float) -> torch.Tensor:
+    """The face turned about its vertical axis (a yaw)."""
+    turn = torch.tensor(
+        [[math.cos(radians), 0.0, math.sin(radians)], [0.0, 1.0, 0.0], [-math.sin(radians), 0.0, math.cos(radians)]]
+    )
+    centre = face.mean(dim=0)
+    return (face - centre) @ turn.T + centre
+
+
 def test_a_turned_head_takes_the_move_in_its_own_pose():
     face = symmetric_face()
     source = layout_of(wider_eyes(face, 8.0))
     angle = math.radians(30)
-    turn = torch.tensor(
-        [[math.cos(angle), 0.0, math.sin(angle)], [0.0, 1.0, 0.0], [-math.sin(angle), 0.0, math.cos(angle)]]
-    )
-    centre = face.mean(dim=0)
-    turned = (face - centre) @ turn.T + centre
-    frontal, on_turned = offsets(face, source), offsets(turned, source)
+    frontal, on_turned = offsets(face, source), offsets(turned(face, angle), source)
     eye = list(EYE_IMAGE_LEFT)
     # across the face foreshortened by the turn, as the eye itself is
     ratio = float(on_turned[eye, 0].mean() / frontal[eye, 0].mean())
     assert abs(ratio - math.cos(angle)) < 0.05
+
+
+def count_torch_calls(run) -> tuple[int, int]:
+    """(aten ops, host reads) while `run` runs: a read is a Tensor handing data to Python, or an
+    upload of Python data (on CUDA each is a sync; issue #37)."""
+    from collections import Counter
+
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counts: Counter[str] = Counter()
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func._overloadpacket.__name__
+            counts["read" if name in ("lift_fresh", "nonzero") else "op"] += 1
+            return func(*args, **(kwargs or {}))
+
+    class Reads(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__"}:
+                counts["read"] += 1
+            return func(*args, **(kwargs or {}))
+
+    run()  # the constants' first use
+    with Reads(), Ops():
+        run()
+    return counts["op"], counts["read"]
+
+
+def test_a_batch_of_faces_gets_each_faces_own_offsets_with_the_same_ops_as_one_face():
+    """Issue #37: about the same launches whatever the faces, nothing read back; each face as if alone."""
+    targets = torch.stack([turned(symmetric_face(seed), 0.05 * seed) for seed in range(16)])
+    sources = torch.stack([layout_of(wider_eyes(symmetric_face(seed + 20), 6.0)) for seed in range(16)])
+    together = shape_transfer.shape_offsets(targets, sources)
+    alone = torch.cat([shape_transfer.shape_offsets(targets[i : i + 1], sources[i : i + 1]) for i in range(16)])
+    assert torch.allclose(together, alone, atol=1e-4)
+    one = count_torch_calls(lambda: shape_transfer.shape_offsets(targets[:1], sources[:1]))
+    sixteen = count_torch_calls(lambda: shape_transfer.shape_offsets(targets, sources))
+    assert sixteen[0] <= 1.1 * one[0] and one[1] == sixteen[1] == 0, (one, sixteen)  # (the loop: 16x the ops)

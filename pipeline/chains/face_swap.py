@@ -316,12 +316,12 @@ class FaceSwapChain:
         points = torch.stack(targets)
         # each face's weight: its visibility, and its pose (turned beyond ~45 degrees: fading out);
         # faces of one frame share the frame's smallest weight
-        weights = pose_weight(points).cpu() * torch.tensor(visibility)
-        fades = torch.ones(len(items))
-        for frame, weight in zip(frame_index, weights.tolist()):
-            fades[frame] = min(float(fades[frame]), weight)
-        fades = fades.to(self.device)
+        # (on the device, each list uploaded once and nothing read back: a read is a sync, issue #37)
         index = torch.tensor(frame_index, device=self.device)
+        weights = pose_weight(points).float() * torch.tensor(visibility, device=points.device)
+        fades = torch.ones(len(items), device=self.device).scatter_reduce(
+            0, index, weights.to(self.device), reduce="amin"
+        )
         height, width = rgb.shape[2:]
         # Everything from here on works on the window of the frames that the swap can change (the
         # faces' regions: a fifth of a 640x480 frame for one face), not on whole frames.
@@ -362,8 +362,8 @@ class FaceSwapChain:
             write_badge(merged, frames_rgb, self.timer)
         with timer.stage("download"):
             merged = self.transfer.download(merged)
-        swapped_frames = {frame for frame in set(frame_index) if float(fades[frame]) > 0}  # fully faded: as if no face
-        return [merged[frame] if frame in swapped_frames else None for frame in range(len(items))]
+        shown = (fades > 0).tolist()  # a frame whose faces are all faded out is as if it had none
+        return [merged[frame] if shown[frame] and frame in frame_index else None for frame in range(len(items))]
 
     def _mesh(
         self, frames_rgb: RgbFrames, boxes: torch.Tensor, eyes: torch.Tensor, index: torch.Tensor

@@ -91,7 +91,7 @@ class HandTracker:
         if times is None:
             times = [time.monotonic()] * len(session_ids)
         rgb = frames if isinstance(frames, RgbFrames) else RgbFrames.converted(as_float_rgb(frames))
-        regions = [_surroundings(faces[frame], rgb.height, rgb.width) for frame in range(len(session_ids))]
+        regions = _surroundings(faces[: len(session_ids)], rgb.height, rgb.width)
         for frame, region in enumerate(regions):
             if region is not None:
                 rgb.window([frame], *region)
@@ -126,14 +126,14 @@ class HandTracker:
     def _due(self, session_ids: list[str], thumbnails: list[torch.Tensor | None]) -> tuple[list[int], list[int]]:
         """The frames the palm detector looks at, and those the landmark model looks at."""
         palm_due, look_due = [], []
+        changed = _changed([self._sessions.get(session_id) for session_id in session_ids], thumbnails)
         for frame, session_id in enumerate(session_ids):
             followed = self._sessions.get(session_id)
-            thumbnail = thumbnails[frame]
-            if thumbnail is None:
+            if thumbnails[frame] is None:
                 continue
             if (
                 followed is None or followed.searching or followed.since_palms + 1 >= self.palm_every
-                or _changed(followed.thumbnail, thumbnail)
+                or changed[frame]
             ):  # fmt: skip
                 palm_due.append(frame)
                 look_due.append(frame)
@@ -210,16 +210,21 @@ def _grown(faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return faces[:, :2] - NEAR * size, faces[:, 2:] + NEAR * size
 
 
-def _surroundings(faces: torch.Tensor, height: int, width: int) -> tuple[int, int, int, int] | None:
-    """x1, y1, x2, y2: the frame pixels around all of a frame's faces where hands matter (None:
-    no face)."""
-    if not len(faces):
-        return None
-    low, high = _grown(faces)
-    low, high = low.amin(dim=0).floor().clamp_min(0), high.amax(dim=0).ceil()
-    x1, y1 = int(low[0]), int(low[1])
-    x2, y2 = min(width, int(high[0])), min(height, int(high[1]))
-    return (x1, y1, x2, y2) if x2 > x1 and y2 > y1 else None
+def _surroundings(faces: list[torch.Tensor], height: int, width: int) -> list[tuple[int, int, int, int] | None]:
+    """Each frame's x1, y1, x2, y2: the frame pixels around all of its faces where hands matter
+    (None: no face). One read back for the whole batch (on CUDA a read is a sync; issue #37)."""
+    present = [frame for frame, boxes in enumerate(faces) if len(boxes)]
+    regions: list[tuple[int, int, int, int] | None] = [None] * len(faces)
+    if not present:
+        return regions
+    corners = []
+    for frame in present:
+        low, high = _grown(faces[frame])
+        corners.append(torch.cat((low.amin(dim=0).floor().clamp_min(0), high.amax(dim=0).ceil())))
+    for frame, (x1, y1, x2, y2) in zip(present, torch.stack(corners).tolist()):
+        x1, y1, x2, y2 = int(x1), int(y1), min(width, int(x2)), min(height, int(y2))
+        regions[frame] = (x1, y1, x2, y2) if x2 > x1 and y2 > y1 else None
+    return regions
 
 
 def _thumbnail(frame: torch.Tensor, region: tuple[int, int, int, int] | None) -> torch.Tensor | None:
@@ -233,8 +238,21 @@ def _thumbnail(frame: torch.Tensor, region: tuple[int, int, int, int] | None) ->
     return F.adaptive_avg_pool2d(grey[None, None], THUMBNAIL)[0, 0]
 
 
-def _changed(before: torch.Tensor | None, now: torch.Tensor) -> bool:
-    return before is None or float((now - before).abs().mean()) > CHANGE
+def _changed(followed: list[_Followed | None], thumbnails: list[torch.Tensor | None]) -> list[bool]:
+    """Whether each frame's surroundings changed since its palms were last looked for (no
+    thumbnail then: changed). One read back for the whole batch."""
+    compared = [
+        frame
+        for frame, (was, now) in enumerate(zip(followed, thumbnails))
+        if was is not None and was.thumbnail is not None and now is not None
+    ]
+    changed = [True] * len(thumbnails)
+    if compared:
+        before = torch.stack([followed[frame].thumbnail for frame in compared])  # type: ignore[union-attr]
+        now = torch.stack([thumbnails[frame] for frame in compared])  # type: ignore[misc]
+        for frame, differs in zip(compared, ((now - before).abs().mean(dim=(1, 2)) > CHANGE).tolist()):
+            changed[frame] = differs
+    return changed
 
 
 def _near(rois: Rois, faces: torch.Tensor) -> torch.Tensor:

@@ -26,11 +26,22 @@ def even_window(top: int, bottom: int, left: int, right: int, height: int, width
 
 def bounding_window(support: torch.Tensor) -> Window | None:
     """The smallest even window holding every set pixel of support [B, 1, H, W] in any frame."""
-    rows = support.any(dim=3).flatten(1).any(dim=0).nonzero()
-    cols = support.any(dim=2).flatten(1).any(dim=0).nonzero()
-    if not len(rows):
+    rows = support.any(dim=3).flatten(1).any(dim=0)
+    cols = support.any(dim=2).flatten(1).any(dim=0)
+    # the first and last set row and column, read back in one go (on CUDA each read is a sync)
+    first_row, last_row, first_col, last_col = torch.stack(
+        (_first(rows), _first(rows.flip(0)), _first(cols), _first(cols.flip(0)))
+    ).tolist()
+    if first_row < 0:
         return None
-    return even_window(int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1, *support.shape[2:])
+    height, width = support.shape[2:]
+    return even_window(first_row, height - last_row, first_col, width - last_col, height, width)
+
+
+def _first(flags: torch.Tensor) -> torch.Tensor:
+    """The index of the first True in a 1-D bool tensor, -1 when none (as a tensor: no read)."""
+    found = flags.int().argmax()
+    return torch.where(flags.any(), found, -1)
 
 
 def i420_planes(i420: torch.Tensor, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -109,7 +109,7 @@ def boxes_from_points(points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     centre -/+ half extents, so that `crop_faces(..., eyes=eyes)` crops it upright.
     """
     xy = points[..., :2]
-    eyes = xy[:, [LEFT_EYE_CORNER, RIGHT_EYE_CORNER]]
+    eyes = torch.stack((xy[:, LEFT_EYE_CORNER], xy[:, RIGHT_EYE_CORNER]), dim=1)  # no index uploaded
     delta = eyes[:, 1] - eyes[:, 0]
     axis = delta / delta.norm(dim=1, keepdim=True).clamp_min(1e-6)  # [N, 2] along the eye line
     rotation = torch.stack((axis, torch.stack((-axis[:, 1], axis[:, 0]), 1)), 1)  # rows: the two axes

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from pipeline.swap.frontal_pose import index_tensor
 from pipeline.swap.topology import (
     EYE_IMAGE_LEFT,
     EYE_IMAGE_LEFT_LIDS,
@@ -172,7 +173,7 @@ def _parts(xy: torch.Tensor, size: int) -> torch.Tensor:
     (SFace at steady state: 18 -> 20 of 24 pairs nearer the source)."""
     unit = size / 256.0  # tuned at R = 256
     polygons = [EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, INNER_LIPS]
-    outlines = [xy[:, list(polygon)] for polygon in polygons]
+    outlines = [xy[:, index_tensor(polygon, xy.device)] for polygon in polygons]
     outlines = [grown_outline(outline, 1.5 * unit) for outline in outlines]
     # in one fill: each padded to the longest by repeating its last vertex (an edge of length 0
     # crosses no row)
@@ -195,7 +196,7 @@ def _oval_masks(xy: torch.Tensor, size: int) -> FaceMasks:
     # energy x1.05 -> x1.09, their limit 1.3)
     erosion, feather = round(6 * unit), round(2 * unit)
     reach = round(16 * unit)  # how far the blend's coarse bands may spread past the oval
-    oval = polygon_masks(xy[:, list(FACE_OVAL)], size)
+    oval = polygon_masks(xy[:, index_tensor(FACE_OVAL, xy.device)], size)
     core = erode(oval, erosion)
     # the face's feather and the support's softening share a radius: blurred together
     alpha, support = box_blur(torch.cat((core, dilate(oval, reach)), dim=1), feather).split(1, dim=1)

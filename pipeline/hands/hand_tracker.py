@@ -217,11 +217,14 @@ def _surroundings(faces: list[torch.Tensor], height: int, width: int) -> list[tu
     regions: list[tuple[int, int, int, int] | None] = [None] * len(faces)
     if not present:
         return regions
-    corners = []
-    for frame in present:
-        low, high = _grown(faces[frame])
-        corners.append(torch.cat((low.amin(dim=0).floor().clamp_min(0), high.amax(dim=0).ceil())))
-    for frame, (x1, y1, x2, y2) in zip(present, torch.stack(corners).tolist()):
+    # every face at once, each frame's extent by a scatter (the same ops whatever the faces)
+    boxes = torch.cat([faces[frame] for frame in present])
+    owner = torch.tensor([i for i, frame in enumerate(present) for _ in range(len(faces[frame]))], device=boxes.device)
+    low, high = _grown(boxes)
+    spread = low.new_full((len(present), 2), torch.inf).scatter_reduce(0, owner[:, None].expand_as(low), low, "amin")
+    reach = high.new_full((len(present), 2), -torch.inf).scatter_reduce(0, owner[:, None].expand_as(high), high, "amax")
+    corners = torch.cat((spread.floor().clamp_min(0), reach.ceil()), dim=1)
+    for frame, (x1, y1, x2, y2) in zip(present, corners.tolist()):
         x1, y1, x2, y2 = int(x1), int(y1), min(width, int(x2)), min(height, int(y2))
         regions[frame] = (x1, y1, x2, y2) if x2 > x1 and y2 > y1 else None
     return regions

@@ -53,6 +53,9 @@ class SourceFace:
             object.__setattr__(self, "skin", source_skin(self.points, self.image.shape[-1]))
 
     def to(self, device: torch.device | str) -> SourceFace:
+        if self.image.device == torch.device(device):
+            return self  # each batch asks for each face's source: no op where it is already
+
         def moved(tensor: torch.Tensor | None) -> torch.Tensor | None:
             return None if tensor is None else tensor.to(device)
 

@@ -68,6 +68,8 @@ class SourceTexture:
     shading: torch.Tensor
 
     def to(self, device: torch.device | str) -> SourceTexture:
+        if self.image.device == torch.device(device):
+            return self  # each batch asks for each face's source: no op where it is already
         return SourceTexture(*(getattr(self, name).to(device) for name in self.__dataclass_fields__))
 
 

@@ -3,7 +3,7 @@
 Counted on the CPU under TorchDispatchMode and TorchFunctionMode, as bench/device_path.py counts
 them: every host read (a tensor handed to Python, a tensor made from Python data, `nonzero`) is a
 device sync on CUDA, every op a launch. These bounds hold what the first cuts reached
-(bench/results/2026-12-08-device-path.md: 33 reads at one face, 50 at sixteen; 1.8x the ops);
+(bench/results/2026-12-08-device-path.md: 33 reads at one face, 50 at sixteen; ops from 2.4x to 1.6x one face's);
 the issue's goal (6 reads, 1.3x) needs its padded, fixed-size device path.
 """
 
@@ -72,4 +72,4 @@ def test_sixteen_faces_ask_little_more_than_one(chain_with_a_face):
     one, sixteen = (steady_batch(*chain_with_a_face, faces) for faces in (1, 16))
     print(f"one face: {dict(one)}; sixteen: {dict(sixteen)}")
     assert one["read"] <= 40 and sixteen["read"] <= one["read"] + 30, (one, sixteen)  # was 59 and 330
-    assert sixteen["op"] <= 2.0 * one["op"], (one, sixteen)  # was 2.4x
+    assert sixteen["op"] <= 1.7 * one["op"], (one, sixteen)  # was 2.4x

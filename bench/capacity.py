@@ -16,14 +16,14 @@ import asyncio
 import datetime
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from server_process import ServerProcess, free_port  # bench/, next to this script
+from report import commit, emit  # bench/, next to this script
+from server_process import ServerProcess, free_port
 
 from client.facefuse_client import ClientSession, FacefuseClient
 from client.image_track import ImageTrack
@@ -119,11 +119,10 @@ def table(trials: list[Trial]) -> list[str]:
 
 
 def header(args: argparse.Namespace, started: datetime.datetime) -> list[str]:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     return [
         f"### capacity, {started:%Y-%m-%d %H:%M} UTC",
         "",
-        f"Commit {commit.stdout.strip() or '?'}; nproc {len(os.sched_getaffinity(0))}, Python "
+        f"Commit {commit()}; nproc {len(os.sched_getaffinity(0))}, Python "
         f"{platform.python_version()}, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end. "
         f"Chain {args.chain} on the CPU, {args.width}x{args.height} clients at {FPS} fps in this process (they "
         f"share the machine's cores with the server), {args.apart:g} s apart; warm-up {args.warmup:g} s, "
@@ -155,10 +154,7 @@ async def main() -> None:
                 )
                 trials.append(trial)
     lines = [*header(args, started), *table(trials), ""]
-    print("\n".join(lines))
-    if args.out is not None:
-        with args.out.open("a") as out:
-            out.write("\n".join(lines) + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

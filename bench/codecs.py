@@ -18,13 +18,13 @@ import datetime
 import fractions
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import av
 import numpy as np
+from report import commit, emit  # bench/, next to this script
 
 from client.still_picture import top_at_aspect
 
@@ -88,7 +88,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     started = datetime.datetime.now(datetime.UTC)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     rows = [
         "| size | encoder | encode CPU-ms/frame | decode CPU-ms/frame | sessions a core carries at 30 fps |",
         "|---|---|---:|---:|---:|",
@@ -104,7 +103,7 @@ def main() -> None:
     lines = [
         f"### codecs, {started:%Y-%m-%d %H:%M} UTC",
         "",
-        f"Commit {commit.stdout.strip() or '?'}; nproc {len(os.sched_getaffinity(0))}, Python "
+        f"Commit {commit()}; nproc {len(os.sched_getaffinity(0))}, Python "
         f"{platform.python_version()}, PyAV {av.__version__}; load average "
         f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end; {args.frames} frames each, "
         f"{BITRATE // 1000} kbit/s.",
@@ -112,10 +111,7 @@ def main() -> None:
         *rows,
         "",
     ]
-    print("\n".join(lines))
-    if args.out is not None:
-        with args.out.open("a") as out:
-            out.write("\n".join(lines) + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def measured_s_per_pixel(width: int = MEASURE_SIZE[0], height: int = MEASURE_SIZ
     encoder.width, encoder.height, encoder.pix_fmt = width, height, "yuv420p"
     encoder.time_base = fractions.Fraction(1, 30)
     encoder.bit_rate = 1_500_000
-    encoder.thread_count = 1  # aiortc uses 1 up to 640x480 (more cores, larger frames: more); 0 spun 40x the CPU here
+    encoder.thread_count = 1  # one thread, as sessions encode (aiortc_internals/vp8_encoder.py)
     encoder.options = {"deadline": "realtime", "cpu-used": "4", "lag-in-frames": "0"}
     decoder = av.CodecContext.create("libvpx", "r")
     rows, columns = np.mgrid[0 : height * 3 // 2, 0:width]

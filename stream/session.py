@@ -336,10 +336,9 @@ class Session:
 
     def _fps_cap(self) -> float | None:
         """The lower of the meter's cap and a shed rate's (a share of the target rate)."""
-        caps = [cap for cap in (self._meter_fps_cap,) if cap is not None]
-        if self.shed_step >= RATE:
-            caps.append(self._settings.target_fps * SHED_RATE_SHARE)
-        return min(caps) if caps else None
+        shed_cap = self._settings.target_fps * SHED_RATE_SHARE if self.shed_step >= RATE else None
+        caps = [cap for cap in (self._meter_fps_cap, shed_cap) if cap is not None]
+        return min(caps, default=None)
 
     def _apply_fps_cap(self) -> None:
         self._runner.set_fps_cap(self.id, self._fps_cap())

@@ -1,8 +1,7 @@
 """Issue #37: what a steady batch of the mesh chain asks of torch grows little with its faces.
 
-Counted on the CPU under TorchDispatchMode and TorchFunctionMode, as bench/device_path.py counts
-them: every host read (a tensor handed to Python, a tensor made from Python data, `nonzero`) is a
-device sync on CUDA, every op a launch. These bounds hold what the first cuts reached
+Counted on the CPU as bench/device_path.py counts them (support/torch_calls.py): every host read is
+a device sync on CUDA, every op a launch. These bounds hold what the first cuts reached
 (bench/results/2026-12-08-device-path.md: 33 reads at one face, 50 at sixteen; ops from 2.4x to 1.6x one face's);
 the issue's goal (6 reads, 1.3x) needs its padded, fixed-size device path.
 """
@@ -11,38 +10,14 @@ from collections import Counter
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from pipeline.chain import ChainItem
 from pipeline.chains import create_chain
 from pipeline.faces import FaceLibrary
 from support.photos import face_i420, face_rgb
+from support.torch_calls import TorchCalls
 
-TENSOR_READS = {"item", "tolist", "numpy", "cpu", "__float__", "__int__", "__bool__", "__index__"}
 SETTLE_BATCHES = 12  # the first frames detect; then tracking holds
-
-
-class Counting(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func._overloadpacket.__name__
-        self.counts["read" if name in ("lift_fresh", "nonzero") else "op"] += 1
-        return func(*args, **(kwargs or {}))
-
-
-class PythonReads(TorchFunctionMode):
-    def __init__(self, counts: Counter[str]) -> None:
-        super().__init__()
-        self.counts = counts
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in TENSOR_READS:
-            self.counts["read"] += 1
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +35,11 @@ def steady_batch(chain, face_id: str, faces: int) -> Counter[str]:
     items = [ChainItem(f"reads-{faces}-{n}", image, {"face_id": face_id}) for n in range(faces)]
     for _ in range(SETTLE_BATCHES):
         chain.run(items)
-    counting = Counting()
-    with PythonReads(counting.counts), counting:
+    with TorchCalls() as calls:
         chain.run(items)
     for item in items:
         chain.forget_session(item.session_id)
-    return counting.counts
+    return Counter(op=calls.ops.total(), read=calls.reads.total())
 
 
 def test_sixteen_faces_ask_little_more_than_one(chain_with_a_face):

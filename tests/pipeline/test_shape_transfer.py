@@ -11,6 +11,7 @@ from pipeline.swap import shape_transfer
 from pipeline.swap.frontal_pose import symmetric_layout
 from pipeline.swap.mirror_pairs import MIRROR_PAIRS
 from pipeline.swap.topology import EYE_IMAGE_LEFT, EYE_IMAGE_LEFT_LIDS, INNER_LIPS, MOUTH_LIPS
+from support.torch_calls import TorchCalls
 
 
 def symmetric_face(seed: int = 0) -> torch.Tensor:
@@ -112,31 +113,11 @@ def test_a_turned_head_takes_the_move_in_its_own_pose():
 
 
 def count_torch_calls(run) -> tuple[int, int]:
-    """(aten ops, host reads) while `run` runs: a read is a Tensor handing data to Python, or an
-    upload of Python data (on CUDA each is a sync; issue #37)."""
-    from collections import Counter
-
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    counts: Counter[str] = Counter()
-
-    class Ops(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = func._overloadpacket.__name__
-            counts["read" if name in ("lift_fresh", "nonzero") else "op"] += 1
-            return func(*args, **(kwargs or {}))
-
-    class Reads(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            if getattr(func, "__name__", "") in {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__"}:
-                counts["read"] += 1
-            return func(*args, **(kwargs or {}))
-
-    run()  # the constants' first use
-    with Reads(), Ops():
+    """(aten ops, host reads) of one `run`, after a first that makes the constants."""
+    run()
+    with TorchCalls() as calls:
         run()
-    return counts["op"], counts["read"]
+    return calls.ops.total(), calls.reads.total()
 
 
 def test_a_batch_of_faces_gets_each_faces_own_offsets_with_the_same_ops_as_one_face():
